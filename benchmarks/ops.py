@@ -102,7 +102,7 @@ def attention_block(x, ln_w, ln_b, wqkv, wo, heads: int):
     D = E // heads
     h, _, _ = torch.ops.tilegen.layer_norm(x.view(B * S, E), ln_w, ln_b, 1e-5)
     q, k, v = (h @ wqkv).view(B, S, 3, heads, D).permute(2, 0, 3, 1, 4)  # strided views, no copies
-    o = torch.ops.tilegen.attention(q, k, v, D ** -0.5)
+    o, _ = torch.ops.tilegen.attention(q, k, v, D ** -0.5)  # and each row's log-sum-exp
     return x + (o.transpose(1, 2).reshape(B * S, E) @ wo).view(B, S, E)
 
 

@@ -33,7 +33,7 @@ MATMUL = [(2048, 2048, 2048), (3000, 3000, 3000), (8192, 5632, 2048),
           (1536, 1536, 1536), (2500, 2500, 2500), (5000, 5000, 5000), (777, 1333, 2049), (128, 4096, 4096)]
 #: causal attention's (B, H, S, D): a Llama-like layer (head dimension 128), GPT-2's heads (64), an odd S
 ATTENTION = [(4, 16, 2048, 128), (8, 16, 1024, 64), (2, 8, 3001, 128)]
-ATTENTION_SPECS = ["attention_causal", "attention_causal_backward_stats", "attention_causal_backward_dkdv",
+ATTENTION_SPECS = ["attention_causal", "attention_backward_delta", "attention_causal_backward_dkdv",
                    "attention_causal_backward_dq"]
 #: spec -> its sizes at each shape
 SHAPES = {"matmul_fast": [dict(zip("MNK", shape, strict=True)) for shape in MATMUL],

@@ -98,16 +98,16 @@ def paged_decode_attention_split_kernel(
         block_table = tl.load(block_table_ptr + pid_b * stride_block_table_b + ((pid_s * PPS) + (offs_n[None, :] // PAGE)) * stride_block_table_maxp, mask=mask_dn, other=0)
         mask_dn_1 = (((pid_s * PPS) + (offs_n[None, :] // PAGE)) >= 0) & (((pid_s * PPS) + (offs_n[None, :] // PAGE)) < MAXP) & (block_table >= 0) & (block_table < P) & mask_d[:, None]
         k_cache = tl.load(k_cache_ptr + block_table * stride_k_cache_p + (offs_n[None, :] % PAGE) * stride_k_cache_page + pid_hk * stride_k_cache_hk + offs_d[:, None] * stride_k_cache_d, mask=mask_dn_1, other=0.0)
-        x = tl.where(offs_n[None, :] < n_s, tl.dot(_dot_operand(q), _dot_operand(k_cache), input_precision="ieee") * scale, float("-inf"))
+        x = tl.where(offs_n[None, :] < n_s, tl.dot(_dot_operand(q), _dot_operand(k_cache), input_precision="ieee") * (scale * 1.4426950408889634), float("-inf"))
         # specs/paged_decode_attention_split.tile:34: m_new = maximum(m_i, max(x, dim=n))
         max_n = amax(x, 1)
         m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
         # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
         m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/paged_decode_attention_split.tile:35: p = exp(x - m_new)
-        p = tl.exp((x - m_new_or_0[:, None]).to(tl.float32))
+        p = tl.exp2((x - m_new_or_0[:, None]).to(tl.float32))
         # specs/paged_decode_attention_split.tile:36: alpha = exp(m_i - m_new)
-        alpha = tl.exp((m_i - m_new_or_0).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
         # specs/paged_decode_attention_split.tile:37: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(p.to(tl.float32), axis=1)
         l_i = l_i * alpha + sum_n
@@ -130,16 +130,16 @@ def paged_decode_attention_split_kernel(
         block_table = tl.load(block_table_ptr + pid_b * stride_block_table_b + ((pid_s * PPS) + (offs_n[None, :] // PAGE)) * stride_block_table_maxp, mask=mask_dn, other=0)
         mask_dn_1 = mask_n[None, :] & (((pid_s * PPS) + (offs_n[None, :] // PAGE)) >= 0) & (((pid_s * PPS) + (offs_n[None, :] // PAGE)) < MAXP) & (block_table >= 0) & (block_table < P) & mask_n[None, :] & mask_d[:, None]
         k_cache = tl.load(k_cache_ptr + block_table * stride_k_cache_p + (offs_n[None, :] % PAGE) * stride_k_cache_page + pid_hk * stride_k_cache_hk + offs_d[:, None] * stride_k_cache_d, mask=mask_dn_1, other=0.0)
-        x = tl.where(offs_n[None, :] < n_s, tl.dot(_dot_operand(q), _dot_operand(k_cache), input_precision="ieee") * scale, float("-inf"))
+        x = tl.where(offs_n[None, :] < n_s, tl.dot(_dot_operand(q), _dot_operand(k_cache), input_precision="ieee") * (scale * 1.4426950408889634), float("-inf"))
         # specs/paged_decode_attention_split.tile:34: m_new = maximum(m_i, max(x, dim=n))
         max_n = amax(tl.where(mask_n[None, :], x, float("-inf")), 1)
         m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
         # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
         m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/paged_decode_attention_split.tile:35: p = exp(x - m_new)
-        p = tl.exp((x - m_new_or_0[:, None]).to(tl.float32))
+        p = tl.exp2((x - m_new_or_0[:, None]).to(tl.float32))
         # specs/paged_decode_attention_split.tile:36: alpha = exp(m_i - m_new)
-        alpha = tl.exp((m_i - m_new_or_0).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
         # specs/paged_decode_attention_split.tile:37: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(tl.where(mask_n[None, :], p.to(tl.float32), 0.0), axis=1)
         l_i = l_i * alpha + sum_n
@@ -157,7 +157,7 @@ def paged_decode_attention_split_kernel(
     tl.store(o_part_ptrs, tl.where(n_s > 0, acc / l_i[:, None], 0).to(DT), mask=mask_gd_1)
     # specs/paged_decode_attention_split.tile:41: lse[b, hk * (H / HK) + g, s] = where(n_s > 0, m_i + log(l_i), -inf)
     mask_g_1 = mask_g & (((pid_hk * H_over_HK) + offs_g) < H)
-    tl.store(lse_ptr + pid_b * stride_lse_b + ((pid_hk * H_over_HK) + offs_g) * stride_lse_h + pid_s * stride_lse_s, tl.where(n_s > 0, m_i + tl.log(l_i.to(tl.float32)), float("-inf")), mask=mask_g_1)
+    tl.store(lse_ptr + pid_b * stride_lse_b + ((pid_hk * H_over_HK) + offs_g) * stride_lse_h + pid_s * stride_lse_s, tl.where(n_s > 0, m_i * 0.6931471805599453 + tl.log(l_i.to(tl.float32)), float("-inf")), mask=mask_g_1)
 
 
 _tuner = _rt.Tuner("paged_decode_attention_split", "208744ab810c5632", _CONFIGS, default=1, interpreted=0, fast=_FAST)

@@ -105,16 +105,16 @@ def varlen_attention_kernel(
         s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k), input_precision="ieee")
         # specs/varlen_attention.tile:34: m_new = maximum(m_i, max(s, dim=n))
         if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c
-            max_n = amax(s_unscaled, 1) * scale
+            max_n = amax(s_unscaled, 1) * (scale * 1.4426950408889634)
         else:
-            max_n = amin(s_unscaled, 1) * scale
+            max_n = amin(s_unscaled, 1) * (scale * 1.4426950408889634)
         m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
         # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
         m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/varlen_attention.tile:35: p = exp(s - m_new)
-        p = tl.exp(((s_unscaled * scale) - m_new_or_0[:, None]).to(tl.float32))
+        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new_or_0[:, None]).to(tl.float32))
         # specs/varlen_attention.tile:36: alpha = exp(m_i - m_new)
-        alpha = tl.exp((m_i - m_new_or_0).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
         # specs/varlen_attention.tile:37: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(p.to(tl.float32), axis=1)
         l_i = l_i * alpha + sum_n
@@ -132,16 +132,16 @@ def varlen_attention_kernel(
         # specs/varlen_attention.tile:33: s = where(n <= m, dot(q[cu_seqlens[b] + m, h, d], k[cu_seqlens[b] + n, h, d], precision=ieee) * scale, -inf)
         mask_dn = ((cu_seqlens_1 + offs_n[None, :]) >= 0) & ((cu_seqlens_1 + offs_n[None, :]) < T) & mask_d[:, None]
         k = tl.load(k_ptr + (cu_seqlens_1 + offs_n[None, :]) * stride_k_t + pid_h * stride_k_h + offs_d[:, None] * stride_k_d, mask=mask_dn, other=0.0)
-        s = tl.where(offs_n[None, :] <= offs_m[:, None], tl.dot(_dot_operand(q), _dot_operand(k), input_precision="ieee") * scale, float("-inf"))
+        s = tl.where(offs_n[None, :] <= offs_m[:, None], tl.dot(_dot_operand(q), _dot_operand(k), input_precision="ieee") * (scale * 1.4426950408889634), float("-inf"))
         # specs/varlen_attention.tile:34: m_new = maximum(m_i, max(s, dim=n))
         max_n = amax(s, 1)
         m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
         # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
         m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/varlen_attention.tile:35: p = exp(s - m_new)
-        p = tl.exp((s - m_new_or_0[:, None]).to(tl.float32))
+        p = tl.exp2((s - m_new_or_0[:, None]).to(tl.float32))
         # specs/varlen_attention.tile:36: alpha = exp(m_i - m_new)
-        alpha = tl.exp((m_i - m_new_or_0).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
         # specs/varlen_attention.tile:37: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(p.to(tl.float32), axis=1)
         l_i = l_i * alpha + sum_n
@@ -157,7 +157,7 @@ def varlen_attention_kernel(
     tl.store(o_ptrs, (acc / l_i[:, None]).to(DT), mask=mask_md_1 & (offs_m[:, None] < n_b))
     # specs/varlen_attention.tile:41: lse[cu_seqlens[b] + m, h] = m_i + log(l_i) where m < n_b
     mask_m_1 = mask_m & ((cu_seqlens_1 + offs_m) >= 0) & ((cu_seqlens_1 + offs_m) < T)
-    tl.store(lse_ptr + (cu_seqlens_1 + offs_m) * stride_lse_t + pid_h * stride_lse_h, m_i + tl.log(l_i.to(tl.float32)), mask=mask_m_1 & (offs_m < n_b))
+    tl.store(lse_ptr + (cu_seqlens_1 + offs_m) * stride_lse_t + pid_h * stride_lse_h, m_i * 0.6931471805599453 + tl.log(l_i.to(tl.float32)), mask=mask_m_1 & (offs_m < n_b))
 
 
 _tuner = _rt.Tuner("varlen_attention", "f727d4db5b9846af", _CONFIGS, default=1, interpreted=0, fast=_FAST)

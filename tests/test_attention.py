@@ -41,17 +41,17 @@ def test_attention_matches_sdpa(attention, s, t, d):
     """S and T independent and not multiples of the blocks (16); D = 20 pads to a 32 tile."""
     q, k, v = _qkv(s, t, d, seed=s * 1000 + t + d)
     scale = d**-0.5
-    out = attention.attention(q, k, v, scale)
+    out = attention.attention(q, k, v, scale)[0]
     expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), scale=scale)
     assert out.dtype == torch.float16 and out.shape == q.shape
     torch.testing.assert_close(out.float(), expected, atol=1e-2, rtol=1e-2)
-    torch.testing.assert_close(attention.reference(q, k, v, scale).float(), expected, atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(attention.reference(q, k, v, scale)[0].float(), expected, atol=1e-2, rtol=1e-2)
 
 
 @pytest.mark.parametrize("s", [1, 40, 100])
 def test_causal_attention_matches_sdpa(attention_causal, s):
     q, k, v = _qkv(s, s, 32, seed=s)
-    out = attention_causal.attention_causal(q, k, v, 0.125)
+    out = attention_causal.attention_causal(q, k, v, 0.125)[0]
     expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True, scale=0.125)
     torch.testing.assert_close(out.float(), expected, atol=1e-2, rtol=1e-2)
 
@@ -89,7 +89,7 @@ def test_every_dtype_and_layout_matches_sdpa(attention, attention_causal, causal
     q, k, v = (torch.randn(shape, generator=g).to(dtype) for _ in range(3))
     if layout == "BSHD":
         q, k, v = (x.transpose(1, 2) for x in (q, k, v))
-    out = attention_causal.attention_causal(q, k, v, 0.3) if causal else attention.attention(q, k, v, 0.3)
+    out = attention_causal.attention_causal(q, k, v, 0.3)[0] if causal else attention.attention(q, k, v, 0.3)[0]
     expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal, scale=0.3)
     assert out.dtype == dtype and out.shape == q.shape
     tolerance = 2e-2 if dtype == torch.bfloat16 else 1e-2  # bf16 has 8 bits of mantissa: p and o round
@@ -104,7 +104,7 @@ def test_attention_matches_tutorial_06(attention, attention_causal, n, d, causal
 
     q, k, v = _qkv(n, n, d, seed=n + d)
     hand = ref_attention.attention(q, k, v, causal, 0.25)
-    ours = attention_causal.attention_causal(q, k, v, 0.25) if causal else attention.attention(q, k, v, 0.25)
+    ours = attention_causal.attention_causal(q, k, v, 0.25)[0] if causal else attention.attention(q, k, v, 0.25)[0]
     torch.testing.assert_close(ours.float(), hand.float(), atol=1e-2, rtol=1e-2)
 
 
@@ -125,7 +125,7 @@ def test_any_sign_of_scale(attention, attention_causal, causal, scale, s, d):
     ``tl.max(qk, 1) * qk_scale``), which needs scale >= 0; the launcher's SCALE_NONNEG flag picks
     ``min(qk) * scale`` otherwise. Descriptors (D = 32) and pointers (D = 20)."""
     q, k, v = _qkv(s, s, d, seed=s + d)
-    out = attention_causal.attention_causal(q, k, v, scale) if causal else attention.attention(q, k, v, scale)
+    out = attention_causal.attention_causal(q, k, v, scale)[0] if causal else attention.attention(q, k, v, scale)[0]
     torch.testing.assert_close(out.float(), _plain_attention(q, k, v, scale, causal), atol=1e-2, rtol=1e-2)
 
 
@@ -165,7 +165,7 @@ def test_every_tune_config_matches_sdpa(attention, attention_causal, causal):
                 module._tuner.tuned[(q.device, "pointers", *sizes)] = index
                 module._FAST.clear()  # no launch kept for another config
                 for key_tensor in (k, k_strided):
-                    out = launcher(q, key_tensor, v, 0.3)
+                    out = launcher(q, key_tensor, v, 0.3)[0]
                     torch.testing.assert_close(out.float(), expected, atol=1e-2, rtol=1e-2,
                                                msg=lambda m, c=config: f"{c}: {m}")
         finally:  # the module is shared with the other tests: no forced config left behind

@@ -262,13 +262,15 @@ def test_matmul_gradients_match_torch(generated, monkeypatch, m, k, n, layout):
     (False, 37, 37, 16, torch.float32), (True, 37, 37, 16, torch.float32), (False, 70, 45, 32, torch.float32),
     (True, 70, 70, 32, torch.float32), (True, 33, 33, 16, torch.float16)])
 def test_attention_gradients_match_torch(generated, monkeypatch, causal, s, t, d, dtype):
-    """FlashAttention-2's backward as three specs (the rows' log-sum-exp and delta, then dk and dv
-    per key tile over the query tiles at or after it, then dq per query tile), at sizes with tails
-    and every config of each (key and query tiles of 16 x 16 to 128 x 64, unequal ones included),
-    against torch's SDPA differentiated in float32; also through the op."""
+    """FlashAttention-2's backward as three specs (each row's delta, then dk and dv per key tile over
+    the query tiles at or after it, then dq per query tile, reading the forward's log-sum-exp), at
+    sizes with tails and every config of each (key and query tiles of 16 x 16 to 128 x 64, unequal
+    ones included), against torch's SDPA differentiated in float32 (the log-sum-exp, the second
+    output, unused: a gradient of zeros); also through the op."""
     name = "attention_causal" if causal else "attention"
     module = generated(name)
-    kernels = [generated(f"{name}_backward_{part}") for part in ("stats", "dkdv", "dq")]
+    kernels = [generated(kernel) for kernel in ("attention_backward_delta", f"{name}_backward_dkdv",
+                                                f"{name}_backward_dq")]
     g = torch.Generator().manual_seed(s + t + d)
     # one batch entry of two heads: the batch stride is checked at two entries in test_meaning
     q, k, v = (torch.randn(1, 2, n, d, generator=g).to(dtype) for n in (s, t, t))
@@ -278,14 +280,14 @@ def test_attention_gradients_match_torch(generated, monkeypatch, causal, s, t, d
     tolerance = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
     indices = [config_indices(kernel) for kernel in kernels]
     ours = [x.clone().requires_grad_() for x in (q, k, v)]
-    out = getattr(module, name)(*ours, 0.3)  # one forward, its graph differentiated at each config
+    out = getattr(module, name)(*ours, 0.3)[0]  # one forward, its graph differentiated at each config
     for index in range(max(map(len, indices))):
         for kernel, forced in zip(kernels, indices, strict=True):
             force_config(monkeypatch, kernel, forced[index % len(forced)])
         for got, want in zip(torch.autograd.grad(out, ours, do, retain_graph=True), theirs, strict=True):
             torch.testing.assert_close(got.float(), want.grad, **tolerance)
     through_op = [x.clone().requires_grad_() for x in (q, k, v)]
-    module.op(*through_op, 0.3).backward(do)
+    module.op(*through_op, 0.3)[0].backward(do)
     for got, want in zip(through_op, theirs, strict=True):
         torch.testing.assert_close(got.grad.float(), want.grad, **tolerance)
 

@@ -40,17 +40,24 @@ def test_attention_keeps_its_logits_in_base_2():
         assert "tl.exp(" not in kernel and kernel.count("tl.exp2(") == 4  # p and alpha, in both ranges
 
 
-def test_a_logit_used_outside_an_exponent_stays_in_base_e(tmp_path):
-    """The log-sum-exp output reads m_i: it keeps natural units, and so does every exp of it."""
+def test_a_stored_logit_is_read_back_in_base_e_and_one_used_elsewhere_stays_there(tmp_path):
+    """The log-sum-exp output reads m_i: its store reads it back in base e (m_i * ln 2) while every
+    exp runs in base 2; an assignment that reads it (z = m_i + log(l_i)) keeps it, and every exp
+    of it, in base e."""
     lse = _kernel(ONLINE.format(output="m_i + log(l_i)"))
-    assert "tl.exp2" not in lse and "1.4426950408889634" not in lse
+    assert "m_i * 0.6931471805599453 + tl.log(" in lse and "tl.exp(" not in lse
+    assigned = ONLINE.replace("  y[m] = {output}", "  z = m_i + log(l_i)\n  y[m] = z")
+    kept = _kernel(assigned)
+    assert "tl.exp2" not in kept and "1.4426950408889634" not in kept
     only_sum = _kernel(ONLINE.format(output="l_i"))
     assert "s_unscaled = x\n" in only_sum and "(s_unscaled * (scale * 1.4426950408889634))" in only_sum
     assert "tl.exp(" not in only_sum
-    for output, expected in [("m_i + log(l_i)", lambda x: torch.logsumexp(x * 0.3, 1)),
-                             ("l_i", lambda x: torch.exp(x * 0.3 - (x * 0.3).amax(1, keepdim=True)).sum(1))]:
+    for source, expected in [(ONLINE.format(output="m_i + log(l_i)"), lambda x: torch.logsumexp(x * 0.3, 1)),
+                             (assigned, lambda x: torch.logsumexp(x * 0.3, 1)),
+                             (ONLINE.format(output="l_i"),
+                              lambda x: torch.exp(x * 0.3 - (x * 0.3).amax(1, keepdim=True)).sum(1))]:
         path = tmp_path / "t.py"
-        path.write_text(compile_spec(ONLINE.format(output=output), "t.tile").source)
+        path.write_text(compile_spec(source, "t.tile").source)
         x = torch.randn(37, 53)
         torch.testing.assert_close(load_module(path).t(x, 0.3), expected(x))
 

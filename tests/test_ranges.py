@@ -207,6 +207,6 @@ def test_causal_attention_at_other_block_sizes(tmp_path, bm, bn, s):
     module._CONFIGS[0] = triton.Config({"BM": bm, "BN": bn})  # this test's own copy of the module
     g = torch.Generator().manual_seed(s)
     q, k, v = (torch.randn(1, 2, s, 16, generator=g).half() for _ in range(3))
-    out = module.attention_causal(q, k, v, 0.25)
+    out = module.attention_causal(q, k, v, 0.25)[0]
     expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True, scale=0.25)
     torch.testing.assert_close(out.float(), expected, atol=1e-2, rtol=1e-2)

@@ -7,8 +7,10 @@ factor rides on the softmax scale they multiply by anyway. :func:`fold_exp2` fin
 variables whose values reach only the exponent of an ``exp`` (through ``max``, ``maximum``,
 ``where`` and differences of two of them), multiplies their definitions by ``log2(e)`` (into a
 scalar factor where the definition ends with one, ``dot(..) * scale``) and turns those ``exp``
-into ``exp2``: ``exp(s - m) = exp2(s * log2(e) - m * log2(e))``. A variable used anywhere else
-(stored, or ``m_i + log(l_i)``) keeps its values, and so does every ``exp`` of it.
+into ``exp2``: ``exp(s - m) = exp2(s * log2(e) - m * log2(e))``. A store that reads such a
+variable outside an exponent (``lse[z, h, m] = m_i + log(l_i)``, attention's log-sum-exp) reads it
+back in base e, ``m_i * ln(2)``; a variable used anywhere else (``x = m_i + 1``) keeps its values,
+and so does every ``exp`` of it.
 
 The rewrite is of the model (plain data, spans kept); the kernel lowering renders the result.
 The torch reference is lowered from the spec as written.
@@ -27,6 +29,8 @@ from tilegen.functions import function_of, lookup
 
 #: log2(e): exp(x) = exp2(x * LOG2E).
 LOG2E = "1.4426950408889634"
+#: ln(2): a base-2 logit read back in base e (x = x2 * LN2).
+LN2 = "0.6931471805599453"
 
 
 def _exact_under_scale(expr: m.Expr) -> TypeGuard[m.Call]:
@@ -145,9 +149,10 @@ def _logit_variables(spec: m.Spec) -> set[str]:
                         bad.add(stmt.name.id)
                     target = stmt.name.id in domain and stmt.name.id not in bad
                     bad |= _bad_uses(stmt.value, domain, ok=target)
-                case _:  # any other statement (a store): a domain variable it reads is used outside an exponent
-                    for value in m.values(stmt):
-                        bad |= _bad_uses(value, domain)
+                case m.Store():  # a domain variable it reads outside an exponent is read back (_read_back)
+                    pass
+                case _:  # a loop: its statements are among these
+                    pass
             if bad:
                 domain -= bad
                 changed = True
@@ -244,5 +249,22 @@ def _rewrite_stmt(stmt: m.Stmt, domain: set[str], spec: m.Spec) -> m.Stmt:
             return dataclasses.replace(stmt, init=_scaled(stmt.init, domain, spec))
         case m.Assign() if stmt.name.id in domain:
             return dataclasses.replace(stmt, value=_scaled(stmt.value, domain, spec))
+        case m.Store():  # its exponentials, and the domain variables it reads elsewhere in base e
+            return m.map_values(stmt, lambda e: _read_back(e, domain, spec))
         case _:  # any other statement: its values' exponentials
             return m.map_values(stmt, lambda e: _rewrite_expr(e, domain, spec))
+
+
+def _read_back(expr: m.Expr, domain: set[str], spec: m.Spec) -> m.Expr:
+    """A stored value in base e: its exponentials rewritten as :func:`_rewrite_expr` does, and a
+    domain variable read anywhere else multiplied by ln(2) (``m_i + log(l_i)`` ->
+    ``m_i * ln(2) + log(l_i)``, ``m_i`` holding base-2 logits)."""
+
+    def back(e: m.Expr) -> m.Expr | None:
+        if _is_call(e, "exp") and _exponent_ok(e.args[0], domain):
+            return _rewrite_expr(e, domain, spec)
+        if isinstance(e, m.Ref) and e.name.id in domain:
+            return m.BinOp("*", e, m.Number(LN2, e.span), e.span)
+        return None
+
+    return m.map_expr(expr, back)

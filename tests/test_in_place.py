@@ -50,6 +50,12 @@ def test_unsafe_writes_are_refused_at_the_read(body, line, words):
     assert [(where, words in message) for where, _, message in errors] == [(line, True)], errors
 
 
+def test_an_output_in_place_never_written_is_said_once():
+    """An ``in place of`` output no statement stores: the one error says so, at the output."""
+    errors = _errors(HEAD.replace("  out y:", "  out z: f32[M, N]\n  out y:") + "  z[r, 0] = x[r, 0]\n")
+    assert [(line, message) for line, _, message in errors] == [(4, "output tensor 'y' is never written")], errors
+
+
 def test_a_store_every_program_writes_is_refused():
     text = ("kernel k\n  in  x: f32[M, N]\n  in  w: f32[S]\n  out y: f32[M, N] in place of x\n"
             "  block BM = 2, BN = 4\n  grid s over S, r over M by BM\n  for c over N by BN\n"

@@ -112,6 +112,8 @@ def _unsafe(spec: m.Spec, out: str, source: str) -> tuple[str, m.Span] | None:
     """Why writing ``out`` over input ``source`` could overwrite an element before it is read
     (a message and the span to report it at), or None where it cannot."""
     stores = [(at, loops, s) for at, loops, s in _positions(spec.body) if isinstance(s, m.Store) and s.tensor.id == out]
+    if not stores:  # never written: check_state says so at the output
+        return None
     if len(stores) != 1:
         return f"'{out}' is stored by {len(stores)} statements; in place, one", stores[1][2].span
     at, loops, store = stores[0]

@@ -59,7 +59,7 @@ def embedding_backward_deterministic_kernel(
     mask_c = offs_c < C
     # deterministic: lane j is the j-th token sorted by idx; the lane where a run of equal indices starts walks it in order
     run_len_t = tl.where(mask_t, tl.load(t_run_end_ptr + (offs_t) * stride_t_run_end_n, mask=mask_t, other=0) - offs_t, 0)
-    acc_dweight = tl.full((BT, BC), 0, dtype=tl.float32)
+    acc_dweight = tl.full((BT, BC), 0, dtype=T).to(tl.float32)
     run_ptrs_dweight = dweight_ptr + tl.zeros((BT, BC), dtype=tl.int32)
     run_mask_dweight = tl.zeros((BT, BC), dtype=tl.int1)
     for step in range(0, tl.max(run_len_t, 0)):

@@ -132,6 +132,17 @@ def test_a_deterministic_count_is_torchs_bincount(compiled):
           ("  deterministic\n", "  deterministic\n  total[c] = sum(src[t, c], dim=t)\n")],
          "no value spans several tokens: 'sum' over 't'"),
         ([("grid  t over N by BT", "grid  flat t over N by BT")], "'deterministic' takes a grid of plain program axes"),
+        # programs along b would each store their own sum into one element: the last would win
+        ([("in  src: f32[N, C]", "in  src: f32[N, C]\n  in  w: f32[G, N]"),
+          ("grid  t over N by BT", "grid  g over G, t over N by BT"),
+          ("  copied[t, c] = src[t, c] * 3.0\n", "  copied[t, c] = src[t, c] * 3.0\n  z[idx[t], c] += w[g, t]\n"),
+          ("  out copied", "  out z: f32[V, C] = 0\n  out copied")],
+         "its other index items the other grid axes"),
+        # a value every program uses (a stage of its own without the walk)
+        ([("  in  V: i32\n", "  in  V: i32\n  in  w: f32[C]\n"),
+          ("  deterministic\n", "  deterministic\n  s = sum(w[c], dim=c)\n"), ("* src[t, c] where", "* s where")],
+         "no value is reduced over a grid axis ('c')"),
+        ([("c over C by BC", "c over C whole"), ("BT = 4, BC = 8", "BT = 4")], "'c' is whole"),
         ([("  out y: f32[V, C] = 1.5\n", "  out y: f32[V, C] = 1.5\n  out z: f32[V, C] = 0\n  in  jdx: i32[N]\n"),
           ("  copied[t, c] = src[t, c] * 3.0\n", "  copied[t, c] = src[t, c] * 3.0\n  z[jdx[t], c] += src[t, c]\n")],
          "every '+=' store scatters through the same index at the same axis (here: idx[t], jdx[t])"),
@@ -147,6 +158,20 @@ def test_a_kernel_deterministic_cannot_order_is_refused_at_its_place(changes, me
     rendered = caught.value.render()
     assert message in rendered
     assert rendered.startswith("k.tile:")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_a_narrow_sum_starts_from_the_start_as_its_output_holds_it(compiled, dtype):
+    """``out y: T[V, C] = 0.1``: the launcher fills y with 0.1 rounded to T; the run's float32 sum
+    starts from that value (f16: 0.0999755859375), not from float32's 0.1."""
+    module = compiled("kernel k\n  dtype T in f16, f32\n  in  idx: i64[N]\n  in  src: T[N, C]\n  in  V: i64\n"
+                      "  out y: T[V, C] = 0.1\n  block BT = 4, BC = 8\n  grid  t over N by BT, c over C by BC\n"
+                      "  deterministic\n  y[idx[t], c] += src[t, c]\n")
+    idx = _indices(40, 6, seed=13)
+    src = torch.randn(40, 20, generator=torch.Generator().manual_seed(14)).to(dtype)
+    start = torch.tensor(0.1).to(dtype).float().item()
+    want = _in_order(idx, src, 6, start=start).to(dtype)
+    assert torch.equal(module.k(idx, src, 6), want) and torch.equal(module.reference(idx, src, 6), want)
 
 
 def test_deterministic_takes_a_bf16_sum_that_atomics_refuse():

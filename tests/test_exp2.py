@@ -41,18 +41,19 @@ def test_attention_keeps_its_logits_in_base_2():
 
 
 def test_a_stored_logit_is_read_back_in_base_e_and_one_used_elsewhere_stays_there(tmp_path):
-    """The log-sum-exp output reads m_i: its store reads it back in base e (m_i * ln 2) while every
-    exp runs in base 2; an assignment that reads it (z = m_i + log(l_i)) keeps it, and every exp
-    of it, in base e."""
+    """The log-sum-exp output adds m_i: its store reads it back in base e (m_i * ln 2) while every
+    exp runs in base 2; a store of m_i alone or of floor(m_i), and an assignment that reads it
+    (z = m_i + log(l_i)), keep it exact, and every exp of it, in base e."""
     lse = _kernel(ONLINE.format(output="m_i + log(l_i)"))
     assert "m_i * 0.6931471805599453 + tl.log(" in lse and "tl.exp(" not in lse
     assigned = ONLINE.replace("  y[m] = {output}", "  z = m_i + log(l_i)\n  y[m] = z")
-    kept = _kernel(assigned)
-    assert "tl.exp2" not in kept and "1.4426950408889634" not in kept
+    for kept in (_kernel(assigned), _kernel(ONLINE.format(output="m_i")), _kernel(ONLINE.format(output="floor(m_i)"))):
+        assert "tl.exp2" not in kept and "1.4426950408889634" not in kept
     only_sum = _kernel(ONLINE.format(output="l_i"))
     assert "s_unscaled = x\n" in only_sum and "(s_unscaled * (scale * 1.4426950408889634))" in only_sum
     assert "tl.exp(" not in only_sum
     for source, expected in [(ONLINE.format(output="m_i + log(l_i)"), lambda x: torch.logsumexp(x * 0.3, 1)),
+                             (ONLINE.format(output="m_i"), lambda x: (x * 0.3).amax(1)),
                              (assigned, lambda x: torch.logsumexp(x * 0.3, 1)),
                              (ONLINE.format(output="l_i"),
                               lambda x: torch.exp(x * 0.3 - (x * 0.3).amax(1, keepdim=True)).sum(1))]:

@@ -7,10 +7,11 @@ factor rides on the softmax scale they multiply by anyway. :func:`fold_exp2` fin
 variables whose values reach only the exponent of an ``exp`` (through ``max``, ``maximum``,
 ``where`` and differences of two of them), multiplies their definitions by ``log2(e)`` (into a
 scalar factor where the definition ends with one, ``dot(..) * scale``) and turns those ``exp``
-into ``exp2``: ``exp(s - m) = exp2(s * log2(e) - m * log2(e))``. A store that reads such a
-variable outside an exponent (``lse[z, h, m] = m_i + log(l_i)``, attention's log-sum-exp) reads it
-back in base e, ``m_i * ln(2)``; a variable used anywhere else (``x = m_i + 1``) keeps its values,
-and so does every ``exp`` of it.
+into ``exp2``: ``exp(s - m) = exp2(s * log2(e) - m * log2(e))``. A store that adds such a
+variable to something (``lse[z, h, m] = m_i + log(l_i)``, attention's log-sum-exp) reads it back
+in base e, ``m_i * ln(2)``, an ulp or so from the value it would have had; a variable used
+anywhere else (stored alone, ``floor(m_i)``, ``x = m_i + 1``) keeps its exact values, and so does
+every ``exp`` of it.
 
 The rewrite is of the model (plain data, spans kept); the kernel lowering renders the result.
 The torch reference is lowered from the spec as written.
@@ -125,6 +126,21 @@ def _bad_uses(expr: m.Expr, domain: set[str], ok: bool = False) -> set[str]:
     return set()
 
 
+def _bad_store_uses(expr: m.Expr, domain: set[str]) -> set[str]:
+    """:func:`_bad_uses` of a stored value, but for a domain variable that is an operand of ``+``
+    or ``-`` (``m_i + log(l_i)``): that one the store reads back in base e (:func:`_read_back`)."""
+    if isinstance(expr, m.BinOp) and expr.op in ("+", "-"):
+        sides = [s for s in (expr.left, expr.right) if not (isinstance(s, m.Ref) and s.name.id in domain)]
+        return set[str]().union(*(_bad_store_uses(s, domain) for s in sides))
+    if isinstance(expr, m.BinOp):
+        return _bad_store_uses(expr.left, domain) | _bad_store_uses(expr.right, domain)
+    if isinstance(expr, m.Neg):
+        return _bad_store_uses(expr.operand, domain)
+    if isinstance(expr, m.Call) and not (_is_call(expr, "exp") and _exponent_ok(expr.args[0], domain)):
+        return set[str]().union(*(_bad_store_uses(a, domain) for a in expr.args))
+    return _bad_uses(expr, domain)
+
+
 def _logit_variables(spec: m.Spec) -> set[str]:
     """The f32 locals whose every definition is a domain expression and every use an exponent or
     the definition of another such local (the greatest such set, by elimination)."""
@@ -149,8 +165,9 @@ def _logit_variables(spec: m.Spec) -> set[str]:
                         bad.add(stmt.name.id)
                     target = stmt.name.id in domain and stmt.name.id not in bad
                     bad |= _bad_uses(stmt.value, domain, ok=target)
-                case m.Store():  # a domain variable it reads outside an exponent is read back (_read_back)
-                    pass
+                case m.Store():  # a domain variable it adds is read back (_read_back); any other use is bad
+                    for value in m.values(stmt):
+                        bad |= _bad_store_uses(value, domain)
                 case _:  # a loop: its statements are among these
                     pass
             if bad:
@@ -257,8 +274,8 @@ def _rewrite_stmt(stmt: m.Stmt, domain: set[str], spec: m.Spec) -> m.Stmt:
 
 def _read_back(expr: m.Expr, domain: set[str], spec: m.Spec) -> m.Expr:
     """A stored value in base e: its exponentials rewritten as :func:`_rewrite_expr` does, and a
-    domain variable read anywhere else multiplied by ln(2) (``m_i + log(l_i)`` ->
-    ``m_i * ln(2) + log(l_i)``, ``m_i`` holding base-2 logits)."""
+    domain variable it adds (:func:`_bad_store_uses` allows no other) multiplied by ln(2)
+    (``m_i + log(l_i)`` -> ``m_i * ln(2) + log(l_i)``, ``m_i`` holding base-2 logits)."""
 
     def back(e: m.Expr) -> m.Expr | None:
         if _is_call(e, "exp") and _exponent_ok(e.args[0], domain):

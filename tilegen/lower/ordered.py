@@ -2,8 +2,9 @@
 
 ``dweight[idx[t], c] += dy[t, c]`` adds by atomics, in an order the GPU picks; under
 ``deterministic`` each element's sum is ``start + v[t1] + v[t2] + ...`` with ``t1 < t2 < ...``,
-rounded after each add, as torch's ``index_put_(..., accumulate=True)`` and ``index_add_`` add on
-the CPU: the same bits at every block size, config and run. The scheme is the segment walk of
+added one token after another (in float32 for f16, bf16 and f32 outputs, rounded to the output's
+dtype once), as torch's ``index_put_(..., accumulate=True)`` and ``index_add_`` add on the CPU:
+the same bits at every block size, config and run. The scheme is the segment walk of
 torch's deterministic embedding backward (sort the tokens by index, sum each run of equal
 indices in one thread) on the tile grid:
 
@@ -114,8 +115,9 @@ class OrderedWalk:
         dtype, written = self.sum_dtype(tensor), triton_dtype(tensor.dtype)
         shape = tuple_text(state.axes[a].tile for a in context)
         acc, ptrs, inside = (state.fresh(f"{base}_{tensor.name.id}") for base in ("acc", "run_ptrs", "run_mask"))
+        start = f"tl.full({shape}, {tensor.initial.text}, dtype={written})"  # the start as the output holds it
         self.before += [
-            Line(f"{acc} = tl.full({shape}, {tensor.initial.text}, dtype={dtype})"),
+            Line(f"{acc} = {start}" if written == dtype else f"{acc} = {start}.to({dtype})"),
             Line(f"{ptrs} = {tensor.name.id}_ptr + tl.zeros({shape}, dtype=tl.int32)"),
             Line(f"{inside} = tl.zeros({shape}, dtype=tl.int1)"),
         ]

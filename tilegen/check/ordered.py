@@ -96,7 +96,9 @@ def check_deterministic(state: CheckState) -> None:
     for stmt in m.statements(spec.body):
         for value in m.values(stmt):
             for expr in m.subexpressions(value):
-                over = expr.word("dim") if isinstance(expr, m.Call) else None
+                if not isinstance(expr, m.Call):
+                    continue
+                over = expr.word("dim")
                 if over == axis:
                     state.errors.error(f"under 'deterministic' no value spans several tokens: '{expr.func.id}' over "
                                        f"'{axis}' would mix the tokens of different indices", expr.span)

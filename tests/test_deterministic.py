@@ -226,3 +226,24 @@ def test_a_deterministic_backward_needs_a_backward_beside_it(tmp_path):
     with pytest.raises(SpecError) as caught:
         compile_spec(source, str(tmp_path / "k.tile"))
     assert "k.tile:5:26: error: 'backward deterministic' names what runs instead" in caught.value.render()
+
+
+GPU = pytest.mark.skipif(os.environ.get("TILEGEN_TEST_GPU") != "1" or not torch.cuda.is_available(),
+                         reason="a GPU test: TILEGEN_TEST_GPU=1 on a machine with CUDA")
+
+
+@GPU
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_deterministic_embedding_backward_on_the_gpu_is_the_cpus_in_order_sum(generated, dtype):
+    """A vocabulary of 1000 over 20000 tokens of 256 channels, 30% of them one token (a run one lane
+    walks 6000 steps long): two runs give the same bits, and those of the CPU's in-order float32 sum
+    (torch's index_put_ with accumulate adds serially there), rounded to the table's dtype."""
+    module = generated("embedding_backward_deterministic")
+    generator = torch.Generator().manual_seed(21)
+    idx = torch.randint(0, 1000, (20000,), generator=generator)
+    idx[torch.rand(20000, generator=generator) < 0.3] = 7
+    dy = torch.randn(20000, 256, generator=generator).to(dtype)
+    want = torch.zeros(1000, 256).index_put_((idx,), dy.float(), accumulate=True).to(dtype)
+    weight = torch.empty(1000, 256, device="cuda", dtype=dtype)
+    runs = [module.embedding_backward_deterministic(idx.cuda(), dy.cuda(), weight) for _ in range(2)]
+    assert torch.equal(runs[0], runs[1]) and torch.equal(runs[0].cpu(), want)

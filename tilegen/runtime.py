@@ -1329,9 +1329,9 @@ def sorted_runs(index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     position itself). Torch ops only, on ``index``'s device: no host synchronization."""
     keys, order = torch.sort(index, stable=True)
     positions = torch.arange(keys.numel(), device=keys.device)
-    starts = torch.searchsorted(keys, keys, right=False)
-    ends = torch.searchsorted(keys, keys, right=True)
-    return order, torch.where(starts == positions, ends, positions)
+    heads = torch.ones_like(keys, dtype=torch.bool)
+    heads[1:] = keys[1:] != keys[:-1]  # where a run starts
+    return order, torch.where(heads, torch.searchsorted(keys, keys, right=True), positions)
 
 
 def whole_limit(limit: int, hard_limit: int) -> int:

@@ -2,11 +2,11 @@
 
 ``dweight[idx[t], c] += dy[t, c]`` under ``deterministic``: the programs walk the positions of
 the tokens sorted by ``idx`` (:mod:`tilegen.lower.ordered`), so each element's sum is
-``start + v[t1] + v[t2] + ...`` with ``t1 < t2 < ...``, rounded after each add, whatever the
-block sizes. That needs one sort key for every ``+=`` store: a 1-D integer input loaded at one
-grid axis alone (``idx[t]``), that axis tiled by a block, and no value that spans several tokens
-(a reduction over ``t``). Each function reports to the :class:`~tilegen.check.state.CheckState`
-it is given and raises nothing.
+``start + v[t1] + v[t2] + ...`` with ``t1 < t2 < ...``, added in that order whatever the block
+sizes. That needs one sort key for every ``+=`` store: a 1-D integer input loaded at one grid
+axis alone (``idx[t]``), that axis tiled by a block, each element one program's, and no value
+reduced over a grid axis. Each function reports to the
+:class:`~tilegen.check.state.CheckState` it is given and raises nothing.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def check_deterministic(state: CheckState) -> None:
     if not adds:
         state.errors.error("'deterministic' orders a kernel's '+=' stores, and this kernel has none", line)
         return
-    keys = set()
+    keys, outputs = set(), set()
     for store in adds:
         if store not in spec.body:
             state.errors.error("under 'deterministic' a '+=' store goes at the top of the body, not in a loop",
@@ -71,10 +71,10 @@ def check_deterministic(state: CheckState) -> None:
                                "by idx, and each element is one program's)", store.span)
         else:
             keys.add(key)
-        if sum(s.tensor.id == store.tensor.id for s in adds) > 1 and store is not next(
-                s for s in adds if s.tensor.id == store.tensor.id):
+        if store.tensor.id in outputs:  # said at the second store
             state.errors.error(f"under 'deterministic' '{store.tensor.id}' takes one '+=' store: add the values first",
                                store.span)
+        outputs.add(store.tensor.id)
     if len(keys) > 1:
         state.errors.error("under 'deterministic' every '+=' store scatters through the same index at the same axis "
                            f"(here: {', '.join(f'{k}[{a}]' for k, a in sorted(keys))})", line)

@@ -143,7 +143,7 @@ class Statements:
             return partial_stores(state, stmt, state.across[id(stmt)], context, self.exprs, self.access)
         value = self.exprs.expr(stmt.value, context, ops)
         dtype = triton_dtype(tensor.dtype)
-        if state.walk is not None and stmt.update == "add":  # deterministic: added into the run's sum
+        if state.walk is not None and stmt.update == "add":  # deterministic: added into the run's sum, its dtype
             dtype = state.walk.sum_dtype(tensor)
         # a dtype variable's store casts unless the value is a tile of a tensor typed with it
         # (Triton's .to() of a tile already in that dtype is free)
@@ -156,6 +156,7 @@ class Statements:
             written = self.exprs.written(stmt.value)
             varies = written is not None and not written.startswith("tl.")
             same = self.exprs.dtype_of(stmt.value) == tensor.dtype.id and not varies
+        same = same and dtype == triton_dtype(tensor.dtype)  # a run's sum may be wider than its output
         if context and not self.exprs.expr_axes(stmt.value):  # a scalar value fills the whole tile
             shape = tuple_text(state.axes[a].tile for a in context)
             if isinstance(stmt.value, m.Number):
@@ -168,8 +169,6 @@ class Statements:
             if isinstance(stmt.value, (m.BinOp, m.Neg)):
                 value = f"({value})"
             value = f"{value}.to({dtype})"
-        if state.walk is not None and stmt.update == "add" and not value.endswith(f".to({dtype})"):
-            value = f"{value}.to({dtype})"  # a tile of the output's dtype (bf16) too: summed in the run's dtype
         if state.split is not None and context:  # the store after a split loop (the checker allows no other)
             return [*ops, self.partial_store(stmt, context, value)]
         ops.extend(self.store_tile(stmt, context, value))

@@ -17,7 +17,9 @@ Where torch's call cannot be captured in a CUDA graph (``torch.bincount`` reads 
 to the host), its graphed column is NaN. The embedding backward's baseline is torch's own
 (``torch.ops.aten.embedding_dense_backward``, what ``F.embedding``'s autograd runs), in the
 table's dtype; tilegen's is the three kernels the embedding's autograd runs (the first token of
-each row, the float32 sums over N rows, the rows written in the table's dtype). Shapes:
+each row, the float32 sums over N rows, the rows written in the table's dtype), and the one kernel
+it runs under ``torch.use_deterministic_algorithms(True)`` (tokens sorted by row, each row's run
+summed in token order by one lane: ``embedding_backward_deterministic``). Shapes:
 Llama's vocabularies (32000, 128256) at C = 4096 and N = 8192 tokens, plus odd sizes. The
 jagged operators (tritonbench's jagged_sum, jagged_mean, jagged_softmax) run on sequences of
 uniform random lengths up to L against ``torch.segment_reduce`` and a nested jagged tensor's
@@ -38,8 +40,8 @@ table and padded to the table's width, the gather timed (what a torch decode ste
 (SDPA alone), and in its split-KV form (flash-decoding: splits of 512 tokens, then a combine);
 the bandwidth each form reaches is printed (the bytes of q, o and the sequences' keys and values
 over its graphed time), decode's limit.
-``INDEXING_ONLY=varlen`` (or embedding, bincount, scatter_add, jagged, moe, gqa, paged) runs one
-group's rows.
+``INDEXING_ONLY=varlen`` (or embedding, bincount, scatter_add, jagged, moe, gqa, paged; several
+joined by commas) runs those groups' rows.
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ def _row(kernel: str, shape: str, dtype: torch.dtype, ours, theirs) -> dict:
 
 def embedding_rows() -> list[dict]:
     first, add, write = (_module(f"embedding_backward_{step}") for step in ("first", "sum", "rows"))
+    ordered = _module("embedding_backward_deterministic")
     rows = []
     for vocab, channels, tokens in ((32000, 4096, 8192), (128256, 4096, 8192), (50257, 768, 8191), (1000, 333, 4097)):
         for dtype in (torch.bfloat16, torch.float32):
@@ -106,7 +109,12 @@ def embedding_rows() -> list[dict]:
             def theirs(idx=idx, dy=dy, vocab=vocab):
                 return torch.ops.aten.embedding_dense_backward(dy, idx, vocab, -1, False)
 
-            rows.append(_row("embedding_backward", f"V={vocab} C={channels} N={tokens}", dtype, ours, theirs))
+            def in_order(idx=idx, weight=weight, dy=dy):  # what autograd runs under use_deterministic_algorithms
+                return ordered.embedding_backward_deterministic(idx, dy, weight)
+
+            shape = f"V={vocab} C={channels} N={tokens}"
+            rows.append(_row("embedding_backward", shape, dtype, ours, theirs))
+            rows.append(_row("embedding_backward_deterministic", shape, dtype, in_order, theirs))
             del weight, dy
             torch.cuda.empty_cache()
     return rows
@@ -394,11 +402,11 @@ def paged_rows() -> list[dict]:
 def main(out: Path) -> None:
     device = torch.cuda.get_device_name()
     print(f"# {device}, torch {torch.__version__}, Triton {triton.__version__}")
-    only = os.environ.get("INDEXING_ONLY")  # one group's rows (a key of groups)
+    only = os.environ.get("INDEXING_ONLY")  # some groups' rows (keys of groups, joined by commas)
     groups = {"embedding": embedding_rows, "bincount": bincount_rows, "scatter_add": scatter_add_rows,
               "jagged": jagged_rows, "varlen": varlen_attention_rows, "moe": moe_rows,
               "gqa": gqa_rows, "paged": paged_rows}
-    rows = [row for name, group in groups.items() if only in (None, name) for row in group()]
+    rows = [row for name, group in groups.items() if only is None or name in only.split(",") for row in group()]
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"indexing_{device.replace(' ', '_')}.csv"
     with path.open("w", newline="") as f:

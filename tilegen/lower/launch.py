@@ -1,10 +1,12 @@
 """A launcher's launch, lowered: the grid, the kernel's arguments as text, and the call of the
 module's runtime ``Launch`` (:func:`launch_object`, :func:`runtime_launch`: it tunes, launches in the
-interpreter or compiles and launches directly, and keeps the launch for the fast path), or, for a
-kernel with a split loop, finish kernels, a split tail or row pieces, those steps written out (the
-tuning of a tuned kernel, the interpreter's JIT call and the compiled kernel's direct launch with
-its specialization key, the workspaces and launches of finish kernels and a split loop's sum);
-and the launch ``torch.compile`` traces (``Launch.traced``, ``wrap_triton``).
+interpreter or compiles and launches directly, and keeps the launch for the fast path; a planned
+launcher's finish kernels too, from the steps its plan gives, :func:`finish_step`), or, for a
+kernel with a split loop, a split tail or row pieces, or finish kernels a launcher that is not
+planned launches, those steps written out (the tuning of a tuned kernel, the interpreter's JIT
+call and the compiled kernel's direct launch with its specialization key, the workspaces and
+launches of finish kernels and a split loop's sum); and the launch ``torch.compile`` traces
+(``Launch.traced``, ``wrap_triton``).
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_ae76fa63b0dd6a32"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_53aa501401c9e467"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -401,6 +401,31 @@ def _batch_norm_backward_shift_finish_square_reduced_kernel(
 _batch_norm_backward_shift_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), whole=(("w", "W", 16384),))
 
 
+def _batch_norm_backward_shift_plan(x: torch.Tensor):
+    """_batch_norm_backward_shift()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, B, C, H, W = _batch_norm_backward_shift_inputs("_batch_norm_backward_shift", x)
+    if B <= 0:
+        raise ValueError(f"_batch_norm_backward_shift: x dimension 0 (B) must be > 0, got {B}")
+    if H <= 0:
+        raise ValueError(f"_batch_norm_backward_shift: x dimension 2 (H) must be > 0, got {H}")
+    if W <= 0:
+        raise ValueError(f"_batch_norm_backward_shift: x dimension 3 (W) must be > 0, got {W}")
+    shift_reduced = torch.empty(C, device=device, dtype=torch.float32)
+    square_reduced = torch.empty(C, device=device, dtype=torch.float32)
+    BLOCK_W = 1 << (int(W) - 1).bit_length()
+    int64 = _rt.wide_offsets((x,), (shift_reduced, square_reduced))
+    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
+    return _rt.Planned(
+        _batch_norm_backward_shift_launch, device, (shift_reduced, square_reduced), C == 0, lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded),
+        (x, shift_reduced, square_reduced, B, C, H, W, *x.stride(), 1, 1),
+        dict(BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((C,), (C,)), (device, "shift", H, W, T),
+        (_rt.Finish(shift_reduced, 1, C, lambda meta: B * ((H + meta["BH"] - 1) // meta["BH"]), ((C + 32 - 1) // 32, 1, 1), lambda shift_reduced_programs: (shift_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, shift_reduced_programs * C >= 2**31)), _rt.Finish(square_reduced, 1, C, lambda meta: B * ((H + meta["BH"] - 1) // meta["BH"]), ((C + 32 - 1) // 32, 1, 1), lambda square_reduced_programs: (square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31))),
+    )
+
+
+_batch_norm_backward_shift_launch = _rt.Launch(globals(), "_batch_norm_backward_shift_kernel", "_batch_norm_backward_shift", pointers=5, tuned=True, plan=_batch_norm_backward_shift_plan, finishes=("_batch_norm_backward_shift_finish_shift_reduced_kernel", "_batch_norm_backward_shift_finish_square_reduced_kernel"))
+
+
 def _batch_norm_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Computes shift, square (into shift_reduced, square_reduced), which every program of batch_norm_backward_kernel loads:
     each reduces across programs, so none of them could. Called by batch_norm_backward(), after its checks.
@@ -425,93 +450,7 @@ def _batch_norm_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
         finish, finish_grid, finish_args = _square_reduced_finish
         finish(finish_grid, device_index, square_reduced_partials, square_reduced, *finish_args)
         return shift_reduced, square_reduced
-    device, T, B, C, H, W = _batch_norm_backward_shift_inputs("_batch_norm_backward_shift", x)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _batch_norm_backward_shift(x)
-    if B <= 0:
-        raise ValueError(f"_batch_norm_backward_shift: x dimension 0 (B) must be > 0, got {B}")
-    if H <= 0:
-        raise ValueError(f"_batch_norm_backward_shift: x dimension 2 (H) must be > 0, got {H}")
-    if W <= 0:
-        raise ValueError(f"_batch_norm_backward_shift: x dimension 3 (W) must be > 0, got {W}")
-    shift_reduced = torch.empty(C, device=device, dtype=torch.float32)
-    square_reduced = torch.empty(C, device=device, dtype=torch.float32)
-    if C == 0:  # nothing to compute: no launch
-        return shift_reduced, square_reduced
-    BLOCK_W = 1 << (W - 1).bit_length()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or C > 2**31  # offsets past 2**31 elements
-    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
-    tune_key = (device, "shift", H, W, T)
-    config_index = _tuner.tuned.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuner.tuned_index("_batch_norm_backward_shift", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded)
-                shift_reduced_programs = B * ((H + 2 - 1) // 2)  # programs along B, H
-                shift_reduced_partials = torch.empty(shift_reduced_programs * C, device=device, dtype=torch.float32)
-                square_reduced_programs = B * ((H + 2 - 1) // 2)  # programs along B, H
-                square_reduced_partials = torch.empty(square_reduced_programs * C, device=device, dtype=torch.float32)
-                _rt.autotune(
-                    _batch_norm_backward_shift_kernel, grid,
-                    x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
-                    B, C, H, W,
-                    *_x_strides, 1, 1,
-                    BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
-                )
-                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, _batch_norm_backward_shift_kernel, lambda: _batch_norm_backward_shift(x)))
-                return _batch_norm_backward_shift(x)
-    config = _CONFIGS[config_index].kwargs
-    grid = _rt.fold_grid((B, C, (H + config["BH"] - 1) // config["BH"]), folded)
-    shift_reduced_programs = B * ((H + config["BH"] - 1) // config["BH"])  # programs along B, H
-    shift_reduced_partials = torch.empty(shift_reduced_programs * C, device=device, dtype=torch.float32)
-    square_reduced_programs = B * ((H + config["BH"] - 1) // config["BH"])  # programs along B, H
-    square_reduced_partials = torch.empty(square_reduced_programs * C, device=device, dtype=torch.float32)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _batch_norm_backward_shift_kernel.fn[grid](
-            x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
-            B, C, H, W,
-            *_x_strides, 1, 1,
-            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded, **config,
-        )
-        _batch_norm_backward_shift_finish_shift_reduced_kernel[((C + 32 - 1) // 32,)](shift_reduced_partials, shift_reduced, shift_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, shift_reduced_programs * C >= 2**31)
-        _batch_norm_backward_shift_finish_square_reduced_kernel[((C + 32 - 1) // 32,)](square_reduced_partials, square_reduced, square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_batch_norm_backward_shift_kernel.fn), grid, None, device, (B, C, H, W, *_x_strides, 1, 1, config["BH"], BLOCK_W, int64, folded), (C,), (C,), shift_reduced_programs * C, square_reduced_programs * C, (_rt.interpreted(_batch_norm_backward_shift_finish_shift_reduced_kernel), ((C + 32 - 1) // 32,), (shift_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, shift_reduced_programs * C >= 2**31)), (_rt.interpreted(_batch_norm_backward_shift_finish_square_reduced_kernel), ((C + 32 - 1) // 32,), (square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31))), _tuner)
-        return shift_reduced, square_reduced
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, "shift", T,
-        x.data_ptr() % 16, shift_reduced.data_ptr() % 16, square_reduced.data_ptr() % 16,
-        *map(_int_class, (B, C, H, W, *_x_strides)),
-        BLOCK_W, int64, folded,
-    )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _batch_norm_backward_shift_kernel.fn, grid,
-        x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
-        B, C, H, W,
-        *_x_strides, 1, 1,
-        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
-        B, C, H, W,
-        *_x_strides, 1, 1,
-        config["BH"], BLOCK_W, int64, folded,
-    )
-    shift_reduced_finish_grid = ((C + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
-    shift_reduced_finish_key = ("_batch_norm_backward_shift_finish_shift_reduced_kernel", device_index, shift_reduced_partials.dtype, shift_reduced.dtype, *map(_int_class, (shift_reduced_programs, C, C, 1, 1)), 128, 32, shift_reduced_programs * C >= 2**31)
-    shift_reduced_finish = _COMPILED.get(shift_reduced_finish_key) or _rt.compile_launch(_COMPILED, shift_reduced_finish_key, _batch_norm_backward_shift_finish_shift_reduced_kernel, shift_reduced_finish_grid, shift_reduced_partials, shift_reduced, shift_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, shift_reduced_programs * C >= 2**31)
-    shift_reduced_finish(shift_reduced_finish_grid, device_index, shift_reduced_partials, shift_reduced, shift_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, shift_reduced_programs * C >= 2**31)
-    square_reduced_finish_grid = ((C + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
-    square_reduced_finish_key = ("_batch_norm_backward_shift_finish_square_reduced_kernel", device_index, square_reduced_partials.dtype, square_reduced.dtype, *map(_int_class, (square_reduced_programs, C, C, 1, 1)), 128, 32, square_reduced_programs * C >= 2**31)
-    square_reduced_finish = _COMPILED.get(square_reduced_finish_key) or _rt.compile_launch(_COMPILED, square_reduced_finish_key, _batch_norm_backward_shift_finish_square_reduced_kernel, square_reduced_finish_grid, square_reduced_partials, square_reduced, square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31)
-    square_reduced_finish(square_reduced_finish_grid, device_index, square_reduced_partials, square_reduced, square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, *_x_strides, 1, 1, config["BH"], BLOCK_W, int64, folded), (C,), (C,), shift_reduced_programs * C, square_reduced_programs * C, (shift_reduced_finish, shift_reduced_finish_grid, (shift_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, shift_reduced_programs * C >= 2**31)), (square_reduced_finish, square_reduced_finish_grid, (square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31))), _tuner)
-    return shift_reduced, square_reduced
+    return _batch_norm_backward_shift_launch.run(_batch_norm_backward_shift, fast_key, x)
 
 
 _DMEAN_CONFIGS = [
@@ -688,6 +627,31 @@ def _batch_norm_backward_dmean_finish_dmean1_reduced_kernel(
 _batch_norm_backward_dmean_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), ("weight", "dy", "C"), ("eps", float), ("shift_reduced", torch.float32, "C"), ("square_reduced", torch.float32, "C"), whole=(("w", "W", 16384),))
 
 
+def _batch_norm_backward_dmean_plan(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float, shift_reduced: torch.Tensor, square_reduced: torch.Tensor):
+    """_batch_norm_backward_dmean()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, eps, B, C, H, W = _batch_norm_backward_dmean_inputs("_batch_norm_backward_dmean", dy, x, weight, eps, shift_reduced, square_reduced)
+    if B <= 0:
+        raise ValueError(f"_batch_norm_backward_dmean: x dimension 0 (B) must be > 0, got {B}")
+    if H <= 0:
+        raise ValueError(f"_batch_norm_backward_dmean: x dimension 2 (H) must be > 0, got {H}")
+    if W <= 0:
+        raise ValueError(f"_batch_norm_backward_dmean: x dimension 3 (W) must be > 0, got {W}")
+    dmean_reduced = torch.empty(C, device=device, dtype=torch.float32)
+    dmean1_reduced = torch.empty(C, device=device, dtype=torch.float32)
+    BLOCK_W = 1 << (int(W) - 1).bit_length()
+    int64 = _rt.wide_offsets((dy, x, weight, shift_reduced, square_reduced), (dmean_reduced, dmean1_reduced))
+    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
+    return _rt.Planned(
+        _batch_norm_backward_dmean_launch, device, (dmean_reduced, dmean1_reduced), C == 0, lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded),
+        (dy, x, weight, shift_reduced, square_reduced, dmean_reduced, dmean1_reduced, B, C, H, W, eps, *dy.stride(), *x.stride(), *weight.stride(), *shift_reduced.stride(), *square_reduced.stride(), 1, 1),
+        dict(BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((C,), (C,)), (device, "dmean", H, W, T),
+        (_rt.Finish(dmean_reduced, 1, C, lambda meta: B * ((H + meta["BH"] - 1) // meta["BH"]), ((C + 32 - 1) // 32, 1, 1), lambda dmean_reduced_programs: (dmean_reduced_programs, C, C, 1, 1, 128, 32, dmean_reduced_programs * C >= 2**31)), _rt.Finish(dmean1_reduced, 1, C, lambda meta: B * ((H + meta["BH"] - 1) // meta["BH"]), ((C + 32 - 1) // 32, 1, 1), lambda dmean1_reduced_programs: (dmean1_reduced_programs, C, C, 1, 1, 128, 32, dmean1_reduced_programs * C >= 2**31))),
+    )
+
+
+_batch_norm_backward_dmean_launch = _rt.Launch(globals(), "_batch_norm_backward_dmean_kernel", "_batch_norm_backward_dmean", pointers=9, tuned=True, plan=_batch_norm_backward_dmean_plan, finishes=("_batch_norm_backward_dmean_finish_dmean_reduced_kernel", "_batch_norm_backward_dmean_finish_dmean1_reduced_kernel"))
+
+
 def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float, shift_reduced: torch.Tensor, square_reduced: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Computes dmean, dmean1 (into dmean_reduced, dmean1_reduced), which every program of batch_norm_backward_kernel loads:
     each reduces across programs, so none of them could. Called by batch_norm_backward(), after its checks.
@@ -717,101 +681,7 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
         finish, finish_grid, finish_args = _dmean1_reduced_finish
         finish(finish_grid, device_index, dmean1_reduced_partials, dmean1_reduced, *finish_args)
         return dmean_reduced, dmean1_reduced
-    device, T, eps, B, C, H, W = _batch_norm_backward_dmean_inputs("_batch_norm_backward_dmean", dy, x, weight, eps, shift_reduced, square_reduced)
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _batch_norm_backward_dmean(dy, x, weight, eps, shift_reduced, square_reduced)
-    if B <= 0:
-        raise ValueError(f"_batch_norm_backward_dmean: x dimension 0 (B) must be > 0, got {B}")
-    if H <= 0:
-        raise ValueError(f"_batch_norm_backward_dmean: x dimension 2 (H) must be > 0, got {H}")
-    if W <= 0:
-        raise ValueError(f"_batch_norm_backward_dmean: x dimension 3 (W) must be > 0, got {W}")
-    dmean_reduced = torch.empty(C, device=device, dtype=torch.float32)
-    dmean1_reduced = torch.empty(C, device=device, dtype=torch.float32)
-    if C == 0:  # nothing to compute: no launch
-        return dmean_reduced, dmean1_reduced
-    BLOCK_W = 1 << (W - 1).bit_length()
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    _weight_strides = weight.stride()
-    _shift_reduced_strides = shift_reduced.stride()
-    _square_reduced_strides = square_reduced.stride()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) >= 2**31 or (C - 1) * abs(_shift_reduced_strides[0]) >= 2**31 or (C - 1) * abs(_square_reduced_strides[0]) >= 2**31 or C > 2**31  # offsets past 2**31 elements
-    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
-    tune_key = (device, "dmean", H, W, T)
-    config_index = _tuner.tuned.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuner.tuned_index("_batch_norm_backward_dmean", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded)
-                dmean_reduced_programs = B * ((H + 2 - 1) // 2)  # programs along B, H
-                dmean_reduced_partials = torch.empty(dmean_reduced_programs * C, device=device, dtype=torch.float32)
-                dmean1_reduced_programs = B * ((H + 2 - 1) // 2)  # programs along B, H
-                dmean1_reduced_partials = torch.empty(dmean1_reduced_programs * C, device=device, dtype=torch.float32)
-                _rt.autotune(
-                    _batch_norm_backward_dmean_kernel, grid,
-                    dy, x, weight, shift_reduced, square_reduced, dmean_reduced, dmean1_reduced, dmean_reduced_partials, dmean1_reduced_partials,
-                    B, C, H, W,
-                    eps,
-                    *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1,
-                    BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
-                )
-                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, _batch_norm_backward_dmean_kernel, lambda: _batch_norm_backward_dmean(dy, x, weight, eps, shift_reduced, square_reduced)))
-                return _batch_norm_backward_dmean(dy, x, weight, eps, shift_reduced, square_reduced)
-    config = _CONFIGS[config_index].kwargs
-    grid = _rt.fold_grid((B, C, (H + config["BH"] - 1) // config["BH"]), folded)
-    dmean_reduced_programs = B * ((H + config["BH"] - 1) // config["BH"])  # programs along B, H
-    dmean_reduced_partials = torch.empty(dmean_reduced_programs * C, device=device, dtype=torch.float32)
-    dmean1_reduced_programs = B * ((H + config["BH"] - 1) // config["BH"])  # programs along B, H
-    dmean1_reduced_partials = torch.empty(dmean1_reduced_programs * C, device=device, dtype=torch.float32)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _batch_norm_backward_dmean_kernel.fn[grid](
-            dy, x, weight, shift_reduced, square_reduced, dmean_reduced, dmean1_reduced, dmean_reduced_partials, dmean1_reduced_partials,
-            B, C, H, W,
-            eps,
-            *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1,
-            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded, **config,
-        )
-        _batch_norm_backward_dmean_finish_dmean_reduced_kernel[((C + 32 - 1) // 32,)](dmean_reduced_partials, dmean_reduced, dmean_reduced_programs, C, C, 1, 1, 128, 32, dmean_reduced_programs * C >= 2**31)
-        _batch_norm_backward_dmean_finish_dmean1_reduced_kernel[((C + 32 - 1) // 32,)](dmean1_reduced_partials, dmean1_reduced, dmean1_reduced_programs, C, C, 1, 1, 128, 32, dmean1_reduced_programs * C >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_batch_norm_backward_dmean_kernel.fn), grid, None, device, (B, C, H, W, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1, config["BH"], BLOCK_W, int64, folded), (C,), (C,), dmean_reduced_programs * C, dmean1_reduced_programs * C, (_rt.interpreted(_batch_norm_backward_dmean_finish_dmean_reduced_kernel), ((C + 32 - 1) // 32,), (dmean_reduced_programs, C, C, 1, 1, 128, 32, dmean_reduced_programs * C >= 2**31)), (_rt.interpreted(_batch_norm_backward_dmean_finish_dmean1_reduced_kernel), ((C + 32 - 1) // 32,), (dmean1_reduced_programs, C, C, 1, 1, 128, 32, dmean1_reduced_programs * C >= 2**31))), _tuner)
-        return dmean_reduced, dmean1_reduced
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, "dmean", T,
-        dy.data_ptr() % 16, x.data_ptr() % 16, weight.data_ptr() % 16, shift_reduced.data_ptr() % 16, square_reduced.data_ptr() % 16, dmean_reduced.data_ptr() % 16, dmean1_reduced.data_ptr() % 16,
-        *map(_int_class, (B, C, H, W, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides)),
-        BLOCK_W, int64, folded,
-    )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _batch_norm_backward_dmean_kernel.fn, grid,
-        dy, x, weight, shift_reduced, square_reduced, dmean_reduced, dmean1_reduced, dmean_reduced_partials, dmean1_reduced_partials,
-        B, C, H, W,
-        eps,
-        *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1,
-        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        dy, x, weight, shift_reduced, square_reduced, dmean_reduced, dmean1_reduced, dmean_reduced_partials, dmean1_reduced_partials,
-        B, C, H, W,
-        eps,
-        *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1,
-        config["BH"], BLOCK_W, int64, folded,
-    )
-    dmean_reduced_finish_grid = ((C + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
-    dmean_reduced_finish_key = ("_batch_norm_backward_dmean_finish_dmean_reduced_kernel", device_index, dmean_reduced_partials.dtype, dmean_reduced.dtype, *map(_int_class, (dmean_reduced_programs, C, C, 1, 1)), 128, 32, dmean_reduced_programs * C >= 2**31)
-    dmean_reduced_finish = _COMPILED.get(dmean_reduced_finish_key) or _rt.compile_launch(_COMPILED, dmean_reduced_finish_key, _batch_norm_backward_dmean_finish_dmean_reduced_kernel, dmean_reduced_finish_grid, dmean_reduced_partials, dmean_reduced, dmean_reduced_programs, C, C, 1, 1, 128, 32, dmean_reduced_programs * C >= 2**31)
-    dmean_reduced_finish(dmean_reduced_finish_grid, device_index, dmean_reduced_partials, dmean_reduced, dmean_reduced_programs, C, C, 1, 1, 128, 32, dmean_reduced_programs * C >= 2**31)
-    dmean1_reduced_finish_grid = ((C + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
-    dmean1_reduced_finish_key = ("_batch_norm_backward_dmean_finish_dmean1_reduced_kernel", device_index, dmean1_reduced_partials.dtype, dmean1_reduced.dtype, *map(_int_class, (dmean1_reduced_programs, C, C, 1, 1)), 128, 32, dmean1_reduced_programs * C >= 2**31)
-    dmean1_reduced_finish = _COMPILED.get(dmean1_reduced_finish_key) or _rt.compile_launch(_COMPILED, dmean1_reduced_finish_key, _batch_norm_backward_dmean_finish_dmean1_reduced_kernel, dmean1_reduced_finish_grid, dmean1_reduced_partials, dmean1_reduced, dmean1_reduced_programs, C, C, 1, 1, 128, 32, dmean1_reduced_programs * C >= 2**31)
-    dmean1_reduced_finish(dmean1_reduced_finish_grid, device_index, dmean1_reduced_partials, dmean1_reduced, dmean1_reduced_programs, C, C, 1, 1, 128, 32, dmean1_reduced_programs * C >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1, config["BH"], BLOCK_W, int64, folded), (C,), (C,), dmean_reduced_programs * C, dmean1_reduced_programs * C, (dmean_reduced_finish, dmean_reduced_finish_grid, (dmean_reduced_programs, C, C, 1, 1, 128, 32, dmean_reduced_programs * C >= 2**31)), (dmean1_reduced_finish, dmean1_reduced_finish_grid, (dmean1_reduced_programs, C, C, 1, 1, 128, 32, dmean1_reduced_programs * C >= 2**31))), _tuner)
-    return dmean_reduced, dmean1_reduced
+    return _batch_norm_backward_dmean_launch.run(_batch_norm_backward_dmean, fast_key, dy, x, weight, eps, shift_reduced, square_reduced)
 
 
 _batch_norm_backward_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), ("weight", "dy", "C"), ("eps", float), whole=(("w", "W", 16384),))

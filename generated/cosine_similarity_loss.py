@@ -7,12 +7,12 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_ae76fa63b0dd6a32"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_53aa501401c9e467"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -100,13 +100,24 @@ def cosine_similarity_loss_finish_kernel(
 _cosine_similarity_loss_inputs = _rt.Inputs(("predictions", torch.float32, "M N"), ("targets", torch.float32, "M N"), whole=(("c", "N", 262144),))
 
 
-def _cosine_similarity_loss_checked(predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4):
-    """The checks of cosine_similarity_loss()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _cosine_similarity_loss_plan(predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4):
+    """cosine_similarity_loss()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BM = _rt.concrete(BM)
     device, M, N = _cosine_similarity_loss_inputs("cosine_similarity_loss", predictions, targets)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("cosine_similarity_loss", "BM", BM)
-    return device, M, N
+    loss = torch.empty((), device=device, dtype=torch.float32)
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    int64 = _rt.wide_offsets((predictions, targets), (loss,))
+    return _rt.Planned(
+        _cosine_similarity_loss_launch, device, (loss,), False, lambda meta: ((M + BM - 1) // BM, 1, 1),
+        (predictions, targets, loss, M, N, *predictions.stride(), *targets.stride(), 1),
+        dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), (), None,
+        (_rt.Finish(loss, 1, 1, lambda meta: ((M + BM - 1) // BM), (1, 1, 1), lambda loss_programs: (loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31)),),
+    )
+
+
+_cosine_similarity_loss_launch = _rt.Launch(globals(), "cosine_similarity_loss_kernel", "cosine_similarity_loss", pointers=4, plan=_cosine_similarity_loss_plan, finishes=("cosine_similarity_loss_finish_kernel",))
 
 
 def cosine_similarity_loss(predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4) -> torch.Tensor:
@@ -139,58 +150,7 @@ def cosine_similarity_loss(predictions: torch.Tensor, targets: torch.Tensor, *, 
         return loss
     if _grad_enabled() and (getattr(predictions, "requires_grad", False) or getattr(targets, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _cosine_similarity_loss_apply(predictions, targets, BM)
-    device, M, N = _cosine_similarity_loss_checked(predictions, targets, BM=BM)
-    if predictions.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return cosine_similarity_loss(predictions, targets, BM=BM)
-    loss = torch.empty((), device=device, dtype=torch.float32)
-    if False:  # nothing to compute: no launch
-        return loss
-    BLOCK_N = 1 << (N - 1).bit_length()
-    _predictions_strides = predictions.stride()
-    _targets_strides = targets.stride()
-    int64 = (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or 1 > 2**31  # offsets past 2**31 elements
-    grid = ((M + BM - 1) // BM, 1, 1)
-    loss_programs = ((M + BM - 1) // BM)  # programs along M
-    loss_partials = torch.empty(loss_programs, device=device, dtype=torch.float32)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        cosine_similarity_loss_kernel[grid](
-            predictions, targets, loss, loss_partials,
-            M, N,
-            *_predictions_strides, *_targets_strides, 1,
-            BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-        )
-        cosine_similarity_loss_finish_kernel[(1,)](loss_partials, loss, loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(cosine_similarity_loss_kernel), grid, None, device, (M, N, *_predictions_strides, *_targets_strides, 1, BM, BLOCK_N, int64), loss_programs, (_rt.interpreted(cosine_similarity_loss_finish_kernel), (1,), (loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31))))
-        return loss
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        predictions.data_ptr() % 16, targets.data_ptr() % 16, loss.data_ptr() % 16,
-        *map(_int_class, (M, N, *_predictions_strides, *_targets_strides)),
-        BM, BLOCK_N, int64,
-    )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, cosine_similarity_loss_kernel, grid,
-        predictions, targets, loss, loss_partials,
-        M, N,
-        *_predictions_strides, *_targets_strides, 1,
-        BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        predictions, targets, loss, loss_partials,
-        M, N,
-        *_predictions_strides, *_targets_strides, 1,
-        BM, BLOCK_N, int64,
-    )
-    loss_finish_grid = (1, 1, 1)  # the launch takes three sizes
-    loss_finish_key = ("cosine_similarity_loss_finish_kernel", device_index, loss_partials.dtype, loss.dtype, *map(_int_class, (loss_programs, 1, 1, 1, 1)), 1024, 1, loss_programs >= 2**31)
-    loss_finish = _COMPILED.get(loss_finish_key) or _rt.compile_launch(_COMPILED, loss_finish_key, cosine_similarity_loss_finish_kernel, loss_finish_grid, loss_partials, loss, loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
-    loss_finish(loss_finish_grid, device_index, loss_partials, loss, loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_predictions_strides, *_targets_strides, 1, BM, BLOCK_N, int64), loss_programs, (loss_finish, loss_finish_grid, (loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31))))
-    return loss
+    return _cosine_similarity_loss_launch.run(cosine_similarity_loss, fast_key, predictions, targets, BM=BM)
 
 
 def reference(predictions, targets):
@@ -203,16 +163,7 @@ def reference(predictions, targets):
     return loss
 
 
-def _cosine_similarity_loss_fake(predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4) -> torch.Tensor:
-    """The outputs of cosine_similarity_loss(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BM = int(BM)
-    device, M, N = _cosine_similarity_loss_checked(predictions, targets, BM=BM)
-    loss = torch.empty((), device=device, dtype=torch.float32)
-    return loss
-
-
-op = _rt.register_op("cosine_similarity_loss", "7a327704ce1a9f56", cosine_similarity_loss, _cosine_similarity_loss_fake, None)
+op = _rt.register_op("cosine_similarity_loss", "7a327704ce1a9f56", cosine_similarity_loss, _cosine_similarity_loss_launch)
 
 
 _cosine_similarity_loss_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

@@ -7,12 +7,12 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_ae76fa63b0dd6a32"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_53aa501401c9e467"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled, amax = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled, _rt.amax
+_current_device, _is_compiling, _grad_enabled, amax = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.amax
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -114,6 +114,23 @@ _tuner = _rt.Tuner("cross_entropy_loss", "7e36b3b81d0479cf", _CONFIGS, default=0
 _cross_entropy_loss_inputs = _rt.Inputs(("logits", torch.float32, "M V"), ("target", torch.int64, "M"), whole=(("c", "V", 131072),))
 
 
+def _cross_entropy_loss_plan(logits: torch.Tensor, target: torch.Tensor):
+    """cross_entropy_loss()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, M, V = _cross_entropy_loss_inputs("cross_entropy_loss", logits, target)
+    loss = torch.empty((), device=device, dtype=torch.float32)
+    BLOCK_V = 1 << (int(V) - 1).bit_length()
+    int64 = _rt.wide_offsets((logits, target), (loss,))
+    return _rt.Planned(
+        _cross_entropy_loss_launch, device, (loss,), False, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (logits, target, loss, M, V, *logits.stride(), *target.stride(), 1),
+        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), (), (device, V),
+        (_rt.Finish(loss, 1, 1, lambda meta: ((M + meta["BM"] - 1) // meta["BM"]), (1, 1, 1), lambda loss_programs: (loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31)),),
+    )
+
+
+_cross_entropy_loss_launch = _rt.Launch(globals(), "cross_entropy_loss_kernel", "cross_entropy_loss", pointers=4, tuned=True, plan=_cross_entropy_loss_plan, finishes=("cross_entropy_loss_finish_kernel",))
+
+
 def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/cross_entropy_loss.tile and return its output.
 
@@ -143,77 +160,7 @@ def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, *, config: in
         return loss
     if _grad_enabled() and (getattr(logits, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _cross_entropy_loss_apply(logits, target)
-    device, M, V = _cross_entropy_loss_inputs("cross_entropy_loss", logits, target)
-    if logits.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return cross_entropy_loss(logits, target)
-    loss = torch.empty((), device=device, dtype=torch.float32)
-    if False:  # nothing to compute: no launch
-        return loss
-    BLOCK_V = 1 << (V - 1).bit_length()
-    _logits_strides = logits.stride()
-    _target_strides = target.stride()
-    int64 = (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or (M - 1) * abs(_target_strides[0]) >= 2**31 or 1 > 2**31  # offsets past 2**31 elements
-    tune_key = (device, V)
-    config_index = _tuner.tuned.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuner.tuned_index("cross_entropy_loss", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-                loss_programs = ((M + 1 - 1) // 1)  # programs along M
-                loss_partials = torch.empty(loss_programs, device=device, dtype=torch.float32)
-                _rt.autotune(
-                    cross_entropy_loss_kernel, grid,
-                    logits, target, loss, loss_partials,
-                    M, V,
-                    *_logits_strides, *_target_strides, 1,
-                    BLOCK_V=BLOCK_V, INT64_OFFSETS=int64,
-                )
-                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, cross_entropy_loss_kernel, lambda: cross_entropy_loss(logits, target)))
-                return cross_entropy_loss(logits, target)
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
-    loss_programs = ((M + config["BM"] - 1) // config["BM"])  # programs along M
-    loss_partials = torch.empty(loss_programs, device=device, dtype=torch.float32)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        cross_entropy_loss_kernel.fn[grid](
-            logits, target, loss, loss_partials,
-            M, V,
-            *_logits_strides, *_target_strides, 1,
-            BLOCK_V=BLOCK_V, INT64_OFFSETS=int64, **config,
-        )
-        cross_entropy_loss_finish_kernel[(1,)](loss_partials, loss, loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(cross_entropy_loss_kernel.fn), grid, None, device, (M, V, *_logits_strides, *_target_strides, 1, config["BM"], BLOCK_V, int64), loss_programs, (_rt.interpreted(cross_entropy_loss_finish_kernel), (1,), (loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31))), _tuner)
-        return loss
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        logits.data_ptr() % 16, target.data_ptr() % 16, loss.data_ptr() % 16,
-        *map(_int_class, (M, V, *_logits_strides, *_target_strides)),
-        BLOCK_V, int64,
-    )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, cross_entropy_loss_kernel.fn, grid,
-        logits, target, loss, loss_partials,
-        M, V,
-        *_logits_strides, *_target_strides, 1,
-        BLOCK_V=BLOCK_V, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        logits, target, loss, loss_partials,
-        M, V,
-        *_logits_strides, *_target_strides, 1,
-        config["BM"], BLOCK_V, int64,
-    )
-    loss_finish_grid = (1, 1, 1)  # the launch takes three sizes
-    loss_finish_key = ("cross_entropy_loss_finish_kernel", device_index, loss_partials.dtype, loss.dtype, *map(_int_class, (loss_programs, 1, 1, 1, 1)), 1024, 1, loss_programs >= 2**31)
-    loss_finish = _COMPILED.get(loss_finish_key) or _rt.compile_launch(_COMPILED, loss_finish_key, cross_entropy_loss_finish_kernel, loss_finish_grid, loss_partials, loss, loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
-    loss_finish(loss_finish_grid, device_index, loss_partials, loss, loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, V, *_logits_strides, *_target_strides, 1, config["BM"], BLOCK_V, int64), loss_programs, (loss_finish, loss_finish_grid, (loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31))), _tuner)
-    return loss
+    return _cross_entropy_loss_launch.run(cross_entropy_loss, fast_key, logits, target)
 
 
 def reference(logits, target):
@@ -228,15 +175,7 @@ def reference(logits, target):
     return loss
 
 
-def _cross_entropy_loss_fake(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """The outputs of cross_entropy_loss(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, V = _cross_entropy_loss_inputs("cross_entropy_loss", logits, target)
-    loss = torch.empty((), device=device, dtype=torch.float32)
-    return loss
-
-
-op = _rt.register_op("cross_entropy_loss", "7e36b3b81d0479cf", cross_entropy_loss, _cross_entropy_loss_fake, None)
+op = _rt.register_op("cross_entropy_loss", "7e36b3b81d0479cf", cross_entropy_loss, _cross_entropy_loss_launch)
 
 
 _cross_entropy_loss_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

@@ -26,12 +26,12 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_ae76fa63b0dd6a32"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_53aa501401c9e467"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -133,6 +133,24 @@ _tuner = _rt.Tuner("diag_matmul_backward", "73c1d911e1d07321", _CONFIGS, default
 _diag_matmul_backward_inputs = _rt.Inputs(("dc", torch.float32, "N M"), ("a", torch.float32, "N"), ("b", torch.float32, "N M"))
 
 
+def _diag_matmul_backward_plan(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor):
+    """diag_matmul_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, N, M = _diag_matmul_backward_inputs("diag_matmul_backward", dc, a, b)
+    da = torch.empty(N, device=device, dtype=torch.float32)
+    db = torch.empty(N, M, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((dc, a, b), (da, db))
+    folded = (M + 128 - 1) // 128 > _rt.MAX_GRID_YZ  # then all along program id 0
+    return _rt.Planned(
+        _diag_matmul_backward_launch, device, (da, db), N == 0 or M == 0, lambda meta: _rt.fold_grid(((N + meta["BM"] - 1) // meta["BM"], (M + meta["BN"] - 1) // meta["BN"], 1), folded),
+        (dc, a, b, da, db, N, M, *dc.stride(), *a.stride(), *b.stride(), 1, M, 1),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((N,), (N, M)), (device, M),
+        (_rt.Finish(da, 1, N, lambda meta: ((M + meta["BN"] - 1) // meta["BN"]), ((N + 32 - 1) // 32, 1, 1), lambda da_programs: (da_programs, N, N, 1, 1, 128, 32, da_programs * N >= 2**31)),),
+    )
+
+
+_diag_matmul_backward_launch = _rt.Launch(globals(), "diag_matmul_backward_kernel", "diag_matmul_backward", pointers=6, tuned=True, plan=_diag_matmul_backward_plan, refuse=(0, 1, 2), finishes=("diag_matmul_backward_finish_kernel",))
+
+
 def diag_matmul_backward(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/diag_matmul.tile, derived backward and return its outputs.
 
@@ -162,81 +180,7 @@ def diag_matmul_backward(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, 
         finish, finish_grid, finish_args = _da_finish
         finish(finish_grid, device_index, da_partials, da, *finish_args)
         return da, db
-    device, N, M = _diag_matmul_backward_inputs("diag_matmul_backward", dc, a, b)
-    if _grad_enabled() and (getattr(dc, "requires_grad", False) or getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("diag_matmul_backward")
-    if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return diag_matmul_backward(dc, a, b)
-    da = torch.empty(N, device=device, dtype=torch.float32)
-    db = torch.empty(N, M, device=device, dtype=torch.float32)
-    if N == 0 or M == 0:  # nothing to compute: no launch
-        return da, db
-    _dc_strides = dc.stride()
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (N - 1) * abs(_dc_strides[0]) + (M - 1) * abs(_dc_strides[1]) >= 2**31 or (N - 1) * abs(_a_strides[0]) >= 2**31 or (N - 1) * abs(_b_strides[0]) + (M - 1) * abs(_b_strides[1]) >= 2**31 or N > 2**31 or N * M > 2**31  # offsets past 2**31 elements
-    folded = (M + 128 - 1) // 128 > _rt.MAX_GRID_YZ  # then all along program id 0
-    tune_key = (device, M)
-    config_index = _tuner.tuned.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuner.tuned_index("diag_matmul_backward", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: _rt.fold_grid(((N + meta["BM"] - 1) // meta["BM"], (M + meta["BN"] - 1) // meta["BN"], 1), folded)
-                da_programs = ((M + 128 - 1) // 128)  # programs along M
-                da_partials = torch.empty(da_programs * N, device=device, dtype=torch.float32)
-                _rt.autotune(
-                    diag_matmul_backward_kernel, grid,
-                    dc, a, b, da, db, da_partials,
-                    N, M,
-                    *_dc_strides, *_a_strides, *_b_strides, 1, M, 1,
-                    INT64_OFFSETS=int64, FOLDED_GRID=folded,
-                )
-                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, diag_matmul_backward_kernel, lambda: diag_matmul_backward(dc, a, b)))
-                return diag_matmul_backward(dc, a, b)
-    config = _CONFIGS[config_index].kwargs
-    grid = _rt.fold_grid(((N + config["BM"] - 1) // config["BM"], (M + config["BN"] - 1) // config["BN"], 1), folded)
-    da_programs = ((M + config["BN"] - 1) // config["BN"])  # programs along M
-    da_partials = torch.empty(da_programs * N, device=device, dtype=torch.float32)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        diag_matmul_backward_kernel.fn[grid](
-            dc, a, b, da, db, da_partials,
-            N, M,
-            *_dc_strides, *_a_strides, *_b_strides, 1, M, 1,
-            INT64_OFFSETS=int64, FOLDED_GRID=folded, **config,
-        )
-        diag_matmul_backward_finish_kernel[((N + 32 - 1) // 32,)](da_partials, da, da_programs, N, N, 1, 1, 128, 32, da_programs * N >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(diag_matmul_backward_kernel.fn), grid, None, device, (N, M, *_dc_strides, *_a_strides, *_b_strides, 1, M, 1, config["BM"], config["BN"], int64, folded), (N,), (N, M), da_programs * N, (_rt.interpreted(diag_matmul_backward_finish_kernel), ((N + 32 - 1) // 32,), (da_programs, N, N, 1, 1, 128, 32, da_programs * N >= 2**31))), _tuner)
-        return da, db
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        dc.data_ptr() % 16, a.data_ptr() % 16, b.data_ptr() % 16, da.data_ptr() % 16, db.data_ptr() % 16,
-        *map(_int_class, (N, M, *_dc_strides, *_a_strides, *_b_strides)),
-        int64, folded,
-    )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, diag_matmul_backward_kernel.fn, grid,
-        dc, a, b, da, db, da_partials,
-        N, M,
-        *_dc_strides, *_a_strides, *_b_strides, 1, M, 1,
-        INT64_OFFSETS=int64, FOLDED_GRID=folded, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        dc, a, b, da, db, da_partials,
-        N, M,
-        *_dc_strides, *_a_strides, *_b_strides, 1, M, 1,
-        config["BM"], config["BN"], int64, folded,
-    )
-    da_finish_grid = ((N + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
-    da_finish_key = ("diag_matmul_backward_finish_kernel", device_index, da_partials.dtype, da.dtype, *map(_int_class, (da_programs, N, N, 1, 1)), 128, 32, da_programs * N >= 2**31)
-    da_finish = _COMPILED.get(da_finish_key) or _rt.compile_launch(_COMPILED, da_finish_key, diag_matmul_backward_finish_kernel, da_finish_grid, da_partials, da, da_programs, N, N, 1, 1, 128, 32, da_programs * N >= 2**31)
-    da_finish(da_finish_grid, device_index, da_partials, da, da_programs, N, N, 1, 1, 128, 32, da_programs * N >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (N, M, *_dc_strides, *_a_strides, *_b_strides, 1, M, 1, config["BM"], config["BN"], int64, folded), (N,), (N, M), da_programs * N, (da_finish, da_finish_grid, (da_programs, N, N, 1, 1, 128, 32, da_programs * N >= 2**31))), _tuner)
-    return da, db
+    return _diag_matmul_backward_launch.run(diag_matmul_backward, fast_key, dc, a, b)
 
 
 def reference(dc, a, b):
@@ -250,13 +194,4 @@ def reference(dc, a, b):
     return da, db
 
 
-def _diag_matmul_backward_fake(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of diag_matmul_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, N, M = _diag_matmul_backward_inputs("diag_matmul_backward", dc, a, b)
-    da = torch.empty(N, device=device, dtype=torch.float32)
-    db = torch.empty(N, M, device=device, dtype=torch.float32)
-    return da, db
-
-
-op = _rt.register_op("diag_matmul_backward", "73c1d911e1d07321", diag_matmul_backward, _diag_matmul_backward_fake, None)
+op = _rt.register_op("diag_matmul_backward", "73c1d911e1d07321", diag_matmul_backward, _diag_matmul_backward_launch)

@@ -31,12 +31,12 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_ae76fa63b0dd6a32"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_53aa501401c9e467"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -197,6 +197,24 @@ def _frobenius_norm_backward_norm_finish_kernel(
 _frobenius_norm_backward_norm_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), whole=(("w", "W", 16384),))
 
 
+def _frobenius_norm_backward_norm_plan(x: torch.Tensor):
+    """_frobenius_norm_backward_norm()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, B, C, H, W = _frobenius_norm_backward_norm_inputs("_frobenius_norm_backward_norm", x)
+    norm_reduced = torch.empty(1, device=device, dtype=torch.float32)
+    BLOCK_W = 1 << (int(W) - 1).bit_length()
+    int64 = _rt.wide_offsets((x,), (norm_reduced,))
+    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
+    return _rt.Planned(
+        _frobenius_norm_backward_norm_launch, device, (norm_reduced,), False, lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded),
+        (x, norm_reduced, B, C, H, W, *x.stride(), 1),
+        dict(BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((1,),), (device, "norm", H, W, T),
+        (_rt.Finish(norm_reduced, 1, 1, lambda meta: B * C * ((H + meta["BH"] - 1) // meta["BH"]), (1, 1, 1), lambda norm_reduced_programs: (norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31)),),
+    )
+
+
+_frobenius_norm_backward_norm_launch = _rt.Launch(globals(), "_frobenius_norm_backward_norm_kernel", "_frobenius_norm_backward_norm", pointers=3, tuned=True, plan=_frobenius_norm_backward_norm_plan, finishes=("_frobenius_norm_backward_norm_finish_kernel",))
+
+
 def _frobenius_norm_backward_norm(x: torch.Tensor) -> torch.Tensor:
     """Computes norm (into norm_reduced), which every program of frobenius_norm_backward_kernel loads:
     each reduces across programs, so none of them could. Called by frobenius_norm_backward(), after its checks.
@@ -217,77 +235,7 @@ def _frobenius_norm_backward_norm(x: torch.Tensor) -> torch.Tensor:
         finish, finish_grid, finish_args = _norm_reduced_finish
         finish(finish_grid, device_index, norm_reduced_partials, norm_reduced, *finish_args)
         return norm_reduced
-    device, T, B, C, H, W = _frobenius_norm_backward_norm_inputs("_frobenius_norm_backward_norm", x)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _frobenius_norm_backward_norm(x)
-    norm_reduced = torch.empty(1, device=device, dtype=torch.float32)
-    if False:  # nothing to compute: no launch
-        return norm_reduced
-    BLOCK_W = 1 << (W - 1).bit_length()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or 1 > 2**31  # offsets past 2**31 elements
-    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
-    tune_key = (device, "norm", H, W, T)
-    config_index = _tuner.tuned.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuner.tuned_index("_frobenius_norm_backward_norm", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded)
-                norm_reduced_programs = B * C * ((H + 2 - 1) // 2)  # programs along B, C, H
-                norm_reduced_partials = torch.empty(norm_reduced_programs, device=device, dtype=torch.float32)
-                _rt.autotune(
-                    _frobenius_norm_backward_norm_kernel, grid,
-                    x, norm_reduced, norm_reduced_partials,
-                    B, C, H, W,
-                    *_x_strides, 1,
-                    BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
-                )
-                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, _frobenius_norm_backward_norm_kernel, lambda: _frobenius_norm_backward_norm(x)))
-                return _frobenius_norm_backward_norm(x)
-    config = _CONFIGS[config_index].kwargs
-    grid = _rt.fold_grid((B, C, (H + config["BH"] - 1) // config["BH"]), folded)
-    norm_reduced_programs = B * C * ((H + config["BH"] - 1) // config["BH"])  # programs along B, C, H
-    norm_reduced_partials = torch.empty(norm_reduced_programs, device=device, dtype=torch.float32)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _frobenius_norm_backward_norm_kernel.fn[grid](
-            x, norm_reduced, norm_reduced_partials,
-            B, C, H, W,
-            *_x_strides, 1,
-            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded, **config,
-        )
-        _frobenius_norm_backward_norm_finish_kernel[(1,)](norm_reduced_partials, norm_reduced, norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_frobenius_norm_backward_norm_kernel.fn), grid, None, device, (B, C, H, W, *_x_strides, 1, config["BH"], BLOCK_W, int64, folded), (1,), norm_reduced_programs, (_rt.interpreted(_frobenius_norm_backward_norm_finish_kernel), (1,), (norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31))), _tuner)
-        return norm_reduced
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, "norm", T,
-        x.data_ptr() % 16, norm_reduced.data_ptr() % 16,
-        *map(_int_class, (B, C, H, W, *_x_strides)),
-        BLOCK_W, int64, folded,
-    )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _frobenius_norm_backward_norm_kernel.fn, grid,
-        x, norm_reduced, norm_reduced_partials,
-        B, C, H, W,
-        *_x_strides, 1,
-        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        x, norm_reduced, norm_reduced_partials,
-        B, C, H, W,
-        *_x_strides, 1,
-        config["BH"], BLOCK_W, int64, folded,
-    )
-    norm_reduced_finish_grid = (1, 1, 1)  # the launch takes three sizes
-    norm_reduced_finish_key = ("_frobenius_norm_backward_norm_finish_kernel", device_index, norm_reduced_partials.dtype, norm_reduced.dtype, *map(_int_class, (norm_reduced_programs, 1, 1, 1, 1)), 1024, 1, norm_reduced_programs >= 2**31)
-    norm_reduced_finish = _COMPILED.get(norm_reduced_finish_key) or _rt.compile_launch(_COMPILED, norm_reduced_finish_key, _frobenius_norm_backward_norm_finish_kernel, norm_reduced_finish_grid, norm_reduced_partials, norm_reduced, norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31)
-    norm_reduced_finish(norm_reduced_finish_grid, device_index, norm_reduced_partials, norm_reduced, norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, *_x_strides, 1, config["BH"], BLOCK_W, int64, folded), (1,), norm_reduced_programs, (norm_reduced_finish, norm_reduced_finish_grid, (norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31))), _tuner)
-    return norm_reduced
+    return _frobenius_norm_backward_norm_launch.run(_frobenius_norm_backward_norm, fast_key, x)
 
 
 _DSUM_CONFIGS = [
@@ -391,6 +339,24 @@ def _frobenius_norm_backward_dsum_finish_kernel(
 _frobenius_norm_backward_dsum_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), ("norm_reduced", torch.float32, "1"), whole=(("w", "W", 16384),))
 
 
+def _frobenius_norm_backward_dsum_plan(dy: torch.Tensor, x: torch.Tensor, norm_reduced: torch.Tensor):
+    """_frobenius_norm_backward_dsum()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, B, C, H, W = _frobenius_norm_backward_dsum_inputs("_frobenius_norm_backward_dsum", dy, x, norm_reduced)
+    dsum_reduced = torch.empty(1, device=device, dtype=torch.float32)
+    BLOCK_W = 1 << (int(W) - 1).bit_length()
+    int64 = _rt.wide_offsets((dy, x, norm_reduced), (dsum_reduced,))
+    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
+    return _rt.Planned(
+        _frobenius_norm_backward_dsum_launch, device, (dsum_reduced,), False, lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded),
+        (dy, x, norm_reduced, dsum_reduced, B, C, H, W, *dy.stride(), *x.stride(), *norm_reduced.stride(), 1),
+        dict(BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((1,),), (device, "dsum", H, W, T),
+        (_rt.Finish(dsum_reduced, 1, 1, lambda meta: B * C * ((H + meta["BH"] - 1) // meta["BH"]), (1, 1, 1), lambda dsum_reduced_programs: (dsum_reduced_programs, 1, 1, 1, 1, 1024, 1, dsum_reduced_programs >= 2**31)),),
+    )
+
+
+_frobenius_norm_backward_dsum_launch = _rt.Launch(globals(), "_frobenius_norm_backward_dsum_kernel", "_frobenius_norm_backward_dsum", pointers=5, tuned=True, plan=_frobenius_norm_backward_dsum_plan, finishes=("_frobenius_norm_backward_dsum_finish_kernel",))
+
+
 def _frobenius_norm_backward_dsum(dy: torch.Tensor, x: torch.Tensor, norm_reduced: torch.Tensor) -> torch.Tensor:
     """Computes dsum (into dsum_reduced), which every program of frobenius_norm_backward_kernel loads:
     each reduces across programs, so none of them could. Called by frobenius_norm_backward(), after its checks.
@@ -413,79 +379,7 @@ def _frobenius_norm_backward_dsum(dy: torch.Tensor, x: torch.Tensor, norm_reduce
         finish, finish_grid, finish_args = _dsum_reduced_finish
         finish(finish_grid, device_index, dsum_reduced_partials, dsum_reduced, *finish_args)
         return dsum_reduced
-    device, T, B, C, H, W = _frobenius_norm_backward_dsum_inputs("_frobenius_norm_backward_dsum", dy, x, norm_reduced)
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _frobenius_norm_backward_dsum(dy, x, norm_reduced)
-    dsum_reduced = torch.empty(1, device=device, dtype=torch.float32)
-    if False:  # nothing to compute: no launch
-        return dsum_reduced
-    BLOCK_W = 1 << (W - 1).bit_length()
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    _norm_reduced_strides = norm_reduced.stride()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (1 - 1) * abs(_norm_reduced_strides[0]) >= 2**31 or 1 > 2**31  # offsets past 2**31 elements
-    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
-    tune_key = (device, "dsum", H, W, T)
-    config_index = _tuner.tuned.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuner.tuned_index("_frobenius_norm_backward_dsum", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded)
-                dsum_reduced_programs = B * C * ((H + 2 - 1) // 2)  # programs along B, C, H
-                dsum_reduced_partials = torch.empty(dsum_reduced_programs, device=device, dtype=torch.float32)
-                _rt.autotune(
-                    _frobenius_norm_backward_dsum_kernel, grid,
-                    dy, x, norm_reduced, dsum_reduced, dsum_reduced_partials,
-                    B, C, H, W,
-                    *_dy_strides, *_x_strides, *_norm_reduced_strides, 1,
-                    BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
-                )
-                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, _frobenius_norm_backward_dsum_kernel, lambda: _frobenius_norm_backward_dsum(dy, x, norm_reduced)))
-                return _frobenius_norm_backward_dsum(dy, x, norm_reduced)
-    config = _CONFIGS[config_index].kwargs
-    grid = _rt.fold_grid((B, C, (H + config["BH"] - 1) // config["BH"]), folded)
-    dsum_reduced_programs = B * C * ((H + config["BH"] - 1) // config["BH"])  # programs along B, C, H
-    dsum_reduced_partials = torch.empty(dsum_reduced_programs, device=device, dtype=torch.float32)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _frobenius_norm_backward_dsum_kernel.fn[grid](
-            dy, x, norm_reduced, dsum_reduced, dsum_reduced_partials,
-            B, C, H, W,
-            *_dy_strides, *_x_strides, *_norm_reduced_strides, 1,
-            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded, **config,
-        )
-        _frobenius_norm_backward_dsum_finish_kernel[(1,)](dsum_reduced_partials, dsum_reduced, dsum_reduced_programs, 1, 1, 1, 1, 1024, 1, dsum_reduced_programs >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_frobenius_norm_backward_dsum_kernel.fn), grid, None, device, (B, C, H, W, *_dy_strides, *_x_strides, *_norm_reduced_strides, 1, config["BH"], BLOCK_W, int64, folded), (1,), dsum_reduced_programs, (_rt.interpreted(_frobenius_norm_backward_dsum_finish_kernel), (1,), (dsum_reduced_programs, 1, 1, 1, 1, 1024, 1, dsum_reduced_programs >= 2**31))), _tuner)
-        return dsum_reduced
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, "dsum", T,
-        dy.data_ptr() % 16, x.data_ptr() % 16, norm_reduced.data_ptr() % 16, dsum_reduced.data_ptr() % 16,
-        *map(_int_class, (B, C, H, W, *_dy_strides, *_x_strides, *_norm_reduced_strides)),
-        BLOCK_W, int64, folded,
-    )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _frobenius_norm_backward_dsum_kernel.fn, grid,
-        dy, x, norm_reduced, dsum_reduced, dsum_reduced_partials,
-        B, C, H, W,
-        *_dy_strides, *_x_strides, *_norm_reduced_strides, 1,
-        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        dy, x, norm_reduced, dsum_reduced, dsum_reduced_partials,
-        B, C, H, W,
-        *_dy_strides, *_x_strides, *_norm_reduced_strides, 1,
-        config["BH"], BLOCK_W, int64, folded,
-    )
-    dsum_reduced_finish_grid = (1, 1, 1)  # the launch takes three sizes
-    dsum_reduced_finish_key = ("_frobenius_norm_backward_dsum_finish_kernel", device_index, dsum_reduced_partials.dtype, dsum_reduced.dtype, *map(_int_class, (dsum_reduced_programs, 1, 1, 1, 1)), 1024, 1, dsum_reduced_programs >= 2**31)
-    dsum_reduced_finish = _COMPILED.get(dsum_reduced_finish_key) or _rt.compile_launch(_COMPILED, dsum_reduced_finish_key, _frobenius_norm_backward_dsum_finish_kernel, dsum_reduced_finish_grid, dsum_reduced_partials, dsum_reduced, dsum_reduced_programs, 1, 1, 1, 1, 1024, 1, dsum_reduced_programs >= 2**31)
-    dsum_reduced_finish(dsum_reduced_finish_grid, device_index, dsum_reduced_partials, dsum_reduced, dsum_reduced_programs, 1, 1, 1, 1, 1024, 1, dsum_reduced_programs >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, *_dy_strides, *_x_strides, *_norm_reduced_strides, 1, config["BH"], BLOCK_W, int64, folded), (1,), dsum_reduced_programs, (dsum_reduced_finish, dsum_reduced_finish_grid, (dsum_reduced_programs, 1, 1, 1, 1, 1024, 1, dsum_reduced_programs >= 2**31))), _tuner)
-    return dsum_reduced
+    return _frobenius_norm_backward_dsum_launch.run(_frobenius_norm_backward_dsum, fast_key, dy, x, norm_reduced)
 
 
 _frobenius_norm_backward_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), whole=(("w", "W", 16384),))

@@ -43,12 +43,12 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_ae76fa63b0dd6a32"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_53aa501401c9e467"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled, _num_sms = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled, _rt.num_sms
+_current_device, _is_compiling, _grad_enabled, _num_sms = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.num_sms
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -184,6 +184,26 @@ _tuner = _rt.Tuner("fused_add_rms_norm_backward", "3071cf563b88339d", _CONFIGS, 
 _fused_add_rms_norm_backward_inputs = _rt.Inputs(("dy", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("ds", "dy", "M N"), ("weight", "dy", "N"), ("eps", float), ("s", "dy", "M N"), ("offset", float), whole=(("c", "N", 262144),))
 
 
+def _fused_add_rms_norm_backward_plan(dy: torch.Tensor, ds: torch.Tensor, weight: torch.Tensor, eps: float, s: torch.Tensor, offset: float = 0.0):
+    """fused_add_rms_norm_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, eps, offset, M, N = _fused_add_rms_norm_backward_inputs("fused_add_rms_norm_backward", dy, ds, weight, eps, s, offset)
+    dx = torch.empty(M, N, device=device, dtype=T)
+    dresidual = torch.empty(M, N, device=device, dtype=T)
+    dweight = torch.empty(N, device=device, dtype=T)
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    int64 = _rt.wide_offsets((dy, ds, weight, s), (dx, dresidual, dweight))
+    NUM_SMS = _num_sms(device)
+    return _rt.Planned(
+        _fused_add_rms_norm_backward_launch, device, (dx, dresidual, dweight), M == 0 or N == 0, lambda meta: (min(NUM_SMS, (M + meta["BM"] - 1) // meta["BM"]), 1, 1),
+        (dy, ds, weight, s, dx, dresidual, dweight, M, N, eps, offset, *dy.stride(), *ds.stride(), *weight.stride(), *s.stride(), N, 1, N, 1, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, NUM_SMS=NUM_SMS), ((M, N), (M, N), (N,)), (device, N, T),
+        (_rt.Finish(dweight, 1, N, lambda meta: min(NUM_SMS, ((M + meta["BM"] - 1) // meta["BM"])), ((N + 32 - 1) // 32, 1, 1), lambda dweight_programs: (dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)),),
+    )
+
+
+_fused_add_rms_norm_backward_launch = _rt.Launch(globals(), "fused_add_rms_norm_backward_kernel", "fused_add_rms_norm_backward", pointers=8, tuned=True, plan=_fused_add_rms_norm_backward_plan, refuse=(0, 1, 2, 4), finishes=("fused_add_rms_norm_backward_finish_kernel",))
+
+
 def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torch.Tensor, eps: float, s: torch.Tensor, offset: float = 0.0, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/fused_add_rms_norm.tile, derived backward and return its outputs.
 
@@ -219,88 +239,7 @@ def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torc
         finish, finish_grid, finish_args = _dweight_finish
         finish(finish_grid, device_index, dweight_partials, dweight, *finish_args)
         return dx, dresidual, dweight
-    device, T, eps, offset, M, N = _fused_add_rms_norm_backward_inputs("fused_add_rms_norm_backward", dy, ds, weight, eps, s, offset)
-    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(ds, "requires_grad", False) or getattr(weight, "requires_grad", False) or getattr(s, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("fused_add_rms_norm_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return fused_add_rms_norm_backward(dy, ds, weight, eps, s, offset)
-    dx = torch.empty(M, N, device=device, dtype=T)
-    dresidual = torch.empty(M, N, device=device, dtype=T)
-    dweight = torch.empty(N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dx, dresidual, dweight
-    BLOCK_N = 1 << (N - 1).bit_length()
-    _dy_strides = dy.stride()
-    _ds_strides = ds.stride()
-    _weight_strides = weight.stride()
-    _s_strides = s.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_ds_strides[0]) + (N - 1) * abs(_ds_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (M - 1) * abs(_s_strides[0]) + (N - 1) * abs(_s_strides[1]) >= 2**31 or M * N > 2**31 or N > 2**31  # offsets past 2**31 elements
-    NUM_SMS = _num_sms(device)
-    tune_key = (device, N, T)
-    config_index = _tuner.tuned.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuner.tuned_index("fused_add_rms_norm_backward", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: (min(NUM_SMS, (M + meta["BM"] - 1) // meta["BM"]), 1, 1)
-                dweight_programs = min(NUM_SMS, ((M + 1 - 1) // 1))  # programs walking M
-                dweight_partials = torch.empty(dweight_programs * N, device=device, dtype=torch.float32)
-                _rt.autotune(
-                    fused_add_rms_norm_backward_kernel, grid,
-                    dy, ds, weight, s, dx, dresidual, dweight, dweight_partials,
-                    M, N,
-                    eps, offset,
-                    *_dy_strides, *_ds_strides, *_weight_strides, *_s_strides, N, 1, N, 1, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, NUM_SMS=NUM_SMS,
-                )
-                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, fused_add_rms_norm_backward_kernel, lambda: fused_add_rms_norm_backward(dy, ds, weight, eps, s, offset)))
-                return fused_add_rms_norm_backward(dy, ds, weight, eps, s, offset)
-    config = _CONFIGS[config_index].kwargs
-    grid = (min(NUM_SMS, (M + config["BM"] - 1) // config["BM"]), 1, 1)
-    dweight_programs = min(NUM_SMS, ((M + config["BM"] - 1) // config["BM"]))  # programs walking M
-    dweight_partials = torch.empty(dweight_programs * N, device=device, dtype=torch.float32)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        fused_add_rms_norm_backward_kernel.fn[grid](
-            dy, ds, weight, s, dx, dresidual, dweight, dweight_partials,
-            M, N,
-            eps, offset,
-            *_dy_strides, *_ds_strides, *_weight_strides, *_s_strides, N, 1, N, 1, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, NUM_SMS=NUM_SMS, **config,
-        )
-        fused_add_rms_norm_backward_finish_kernel[((N + 32 - 1) // 32,)](dweight_partials, dweight, dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(fused_add_rms_norm_backward_kernel.fn), grid, None, device, (M, N, eps, offset, *_dy_strides, *_ds_strides, *_weight_strides, *_s_strides, N, 1, N, 1, 1, config["BM"], BLOCK_N, NUM_SMS, config["LOOP_STAGES"], int64), (M, N), (M, N), (N,), dweight_programs * N, (_rt.interpreted(fused_add_rms_norm_backward_finish_kernel), ((N + 32 - 1) // 32,), (dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31))), _tuner)
-        return dx, dresidual, dweight
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, T,
-        dy.data_ptr() % 16, ds.data_ptr() % 16, weight.data_ptr() % 16, s.data_ptr() % 16, dx.data_ptr() % 16, dresidual.data_ptr() % 16, dweight.data_ptr() % 16,
-        *map(_int_class, (M, N, *_dy_strides, *_ds_strides, *_weight_strides, *_s_strides)),
-        BLOCK_N, NUM_SMS, int64,
-    )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, fused_add_rms_norm_backward_kernel.fn, grid,
-        dy, ds, weight, s, dx, dresidual, dweight, dweight_partials,
-        M, N,
-        eps, offset,
-        *_dy_strides, *_ds_strides, *_weight_strides, *_s_strides, N, 1, N, 1, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, NUM_SMS=NUM_SMS, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        dy, ds, weight, s, dx, dresidual, dweight, dweight_partials,
-        M, N,
-        eps, offset,
-        *_dy_strides, *_ds_strides, *_weight_strides, *_s_strides, N, 1, N, 1, 1,
-        config["BM"], BLOCK_N, NUM_SMS, config["LOOP_STAGES"], int64,
-    )
-    dweight_finish_grid = ((N + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
-    dweight_finish_key = ("fused_add_rms_norm_backward_finish_kernel", device_index, dweight_partials.dtype, dweight.dtype, *map(_int_class, (dweight_programs, N, N, 1, 1)), 128, 32, dweight_programs * N >= 2**31)
-    dweight_finish = _COMPILED.get(dweight_finish_key) or _rt.compile_launch(_COMPILED, dweight_finish_key, fused_add_rms_norm_backward_finish_kernel, dweight_finish_grid, dweight_partials, dweight, dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)
-    dweight_finish(dweight_finish_grid, device_index, dweight_partials, dweight, dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, eps, offset, *_dy_strides, *_ds_strides, *_weight_strides, *_s_strides, N, 1, N, 1, 1, config["BM"], BLOCK_N, NUM_SMS, config["LOOP_STAGES"], int64), (M, N), (M, N), (N,), dweight_programs * N, (dweight_finish, dweight_finish_grid, (dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31))), _tuner)
-    return dx, dresidual, dweight
+    return _fused_add_rms_norm_backward_launch.run(fused_add_rms_norm_backward, fast_key, dy, ds, weight, eps, s, offset)
 
 
 def reference(dy, ds, weight, eps, s, offset=0.0):
@@ -329,14 +268,4 @@ def reference(dy, ds, weight, eps, s, offset=0.0):
     return dx, dresidual, dweight
 
 
-def _fused_add_rms_norm_backward_fake(dy: torch.Tensor, ds: torch.Tensor, weight: torch.Tensor, eps: float, s: torch.Tensor, offset: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The outputs of fused_add_rms_norm_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, eps, offset, M, N = _fused_add_rms_norm_backward_inputs("fused_add_rms_norm_backward", dy, ds, weight, eps, s, offset)
-    dx = torch.empty(M, N, device=device, dtype=T)
-    dresidual = torch.empty(M, N, device=device, dtype=T)
-    dweight = torch.empty(N, device=device, dtype=T)
-    return dx, dresidual, dweight
-
-
-op = _rt.register_op("fused_add_rms_norm_backward", "3071cf563b88339d", fused_add_rms_norm_backward, _fused_add_rms_norm_backward_fake, None)
+op = _rt.register_op("fused_add_rms_norm_backward", "3071cf563b88339d", fused_add_rms_norm_backward, _fused_add_rms_norm_backward_launch)

@@ -7,12 +7,12 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_ae76fa63b0dd6a32"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_53aa501401c9e467"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -217,6 +217,35 @@ def _group_norm_shift_finish_square_reduced_kernel(
 _group_norm_shift_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("G", int), whole=(("w", "W", 1048576),))
 
 
+def _group_norm_shift_plan(x: torch.Tensor, G: int):
+    """_group_norm_shift()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, G, B, C, H, W = _group_norm_shift_inputs("_group_norm_shift", x, G)
+    if H <= 0:
+        raise ValueError(f"_group_norm_shift: x dimension 2 (H) must be > 0, got {H}")
+    if W <= 0:
+        raise ValueError(f"_group_norm_shift: x dimension 3 (W) must be > 0, got {W}")
+    if G < 1 or (C) % (G):
+        raise ValueError(f"_group_norm_shift: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
+    C_over_G = (C // G)
+    if C_over_G > 1048576:
+        raise ValueError(f"_group_norm_shift: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
+    shift_reduced = torch.empty(B, G, device=device, dtype=torch.float32)
+    square_reduced = torch.empty(B, G, device=device, dtype=torch.float32)
+    BLOCK_C_over_G = 1 << (int(C_over_G) - 1).bit_length()
+    BLOCK_W = 1 << (int(W) - 1).bit_length()
+    int64 = _rt.wide_offsets((x,), (shift_reduced, square_reduced))
+    folded = max(G, H) > _rt.MAX_GRID_YZ  # then all along program id 0
+    return _rt.Planned(
+        _group_norm_shift_launch, device, (shift_reduced, square_reduced), B == 0 or G == 0, lambda meta: _rt.fold_grid((B, G, H), folded),
+        (x, shift_reduced, square_reduced, B, C, H, W, C_over_G, G, *x.stride(), G, 1, G, 1),
+        dict(BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, G), (B, G)), None,
+        (_rt.Finish(shift_reduced, 1, B * G, lambda meta: H, ((B * G + 32 - 1) // 32, 1, 1), lambda shift_reduced_programs: (shift_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, shift_reduced_programs * B * G >= 2**31)), _rt.Finish(square_reduced, 1, B * G, lambda meta: H, ((B * G + 32 - 1) // 32, 1, 1), lambda square_reduced_programs: (square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31))),
+    )
+
+
+_group_norm_shift_launch = _rt.Launch(globals(), "_group_norm_shift_kernel", "_group_norm_shift", pointers=5, plan=_group_norm_shift_plan, finishes=("_group_norm_shift_finish_shift_reduced_kernel", "_group_norm_shift_finish_square_reduced_kernel"))
+
+
 def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Computes shift, square (into shift_reduced, square_reduced), which every program of group_norm_kernel loads:
     each reduces across programs, so none of them could. Called by group_norm(), after its checks.
@@ -242,79 +271,7 @@ def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tens
         finish, finish_grid, finish_args = _square_reduced_finish
         finish(finish_grid, device_index, square_reduced_partials, square_reduced, *finish_args)
         return shift_reduced, square_reduced
-    device, T, G, B, C, H, W = _group_norm_shift_inputs("_group_norm_shift", x, G)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _group_norm_shift(x, G)
-    if H <= 0:
-        raise ValueError(f"_group_norm_shift: x dimension 2 (H) must be > 0, got {H}")
-    if W <= 0:
-        raise ValueError(f"_group_norm_shift: x dimension 3 (W) must be > 0, got {W}")
-    if G < 1 or (C) % (G):
-        raise ValueError(f"_group_norm_shift: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
-    C_over_G = (C // G)
-    if C_over_G > 1048576:
-        raise ValueError(f"_group_norm_shift: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
-    shift_reduced = torch.empty(B, G, device=device, dtype=torch.float32)
-    square_reduced = torch.empty(B, G, device=device, dtype=torch.float32)
-    if B == 0 or G == 0:  # nothing to compute: no launch
-        return shift_reduced, square_reduced
-    BLOCK_C_over_G = 1 << (C_over_G - 1).bit_length()
-    BLOCK_W = 1 << (W - 1).bit_length()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * G > 2**31  # offsets past 2**31 elements
-    folded = max(G, H) > _rt.MAX_GRID_YZ  # then all along program id 0
-    grid = _rt.fold_grid((B, G, H), folded)
-    shift_reduced_programs = H  # programs along H
-    shift_reduced_partials = torch.empty(shift_reduced_programs * B * G, device=device, dtype=torch.float32)
-    square_reduced_programs = H  # programs along H
-    square_reduced_partials = torch.empty(square_reduced_programs * B * G, device=device, dtype=torch.float32)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _group_norm_shift_kernel[grid](
-            x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
-            B, C, H, W, C_over_G,
-            G,
-            *_x_strides, G, 1, G, 1,
-            BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
-        )
-        _group_norm_shift_finish_shift_reduced_kernel[((B * G + 32 - 1) // 32,)](shift_reduced_partials, shift_reduced, shift_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, shift_reduced_programs * B * G >= 2**31)
-        _group_norm_shift_finish_square_reduced_kernel[((B * G + 32 - 1) // 32,)](square_reduced_partials, square_reduced, square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_group_norm_shift_kernel), grid, None, device, (B, C, H, W, C_over_G, G, *_x_strides, G, 1, G, 1, BLOCK_C_over_G, BLOCK_W, int64, folded), (B, G), (B, G), shift_reduced_programs * B * G, square_reduced_programs * B * G, (_rt.interpreted(_group_norm_shift_finish_shift_reduced_kernel), ((B * G + 32 - 1) // 32,), (shift_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, shift_reduced_programs * B * G >= 2**31)), (_rt.interpreted(_group_norm_shift_finish_square_reduced_kernel), ((B * G + 32 - 1) // 32,), (square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31))))
-        return shift_reduced, square_reduced
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, "shift", T,
-        x.data_ptr() % 16, shift_reduced.data_ptr() % 16, square_reduced.data_ptr() % 16,
-        *map(_int_class, (B, C, H, W, C_over_G, G, *_x_strides)),
-        BLOCK_C_over_G, BLOCK_W, int64, folded,
-    )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _group_norm_shift_kernel, grid,
-        x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
-        B, C, H, W, C_over_G,
-        G,
-        *_x_strides, G, 1, G, 1,
-        BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
-    )
-    launch(
-        grid, device_index,
-        x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
-        B, C, H, W, C_over_G,
-        G,
-        *_x_strides, G, 1, G, 1,
-        BLOCK_C_over_G, BLOCK_W, int64, folded,
-    )
-    shift_reduced_finish_grid = ((B * G + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
-    shift_reduced_finish_key = ("_group_norm_shift_finish_shift_reduced_kernel", device_index, shift_reduced_partials.dtype, shift_reduced.dtype, *map(_int_class, (shift_reduced_programs, B * G, B * G, 1, 1)), 128, 32, shift_reduced_programs * B * G >= 2**31)
-    shift_reduced_finish = _COMPILED.get(shift_reduced_finish_key) or _rt.compile_launch(_COMPILED, shift_reduced_finish_key, _group_norm_shift_finish_shift_reduced_kernel, shift_reduced_finish_grid, shift_reduced_partials, shift_reduced, shift_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, shift_reduced_programs * B * G >= 2**31)
-    shift_reduced_finish(shift_reduced_finish_grid, device_index, shift_reduced_partials, shift_reduced, shift_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, shift_reduced_programs * B * G >= 2**31)
-    square_reduced_finish_grid = ((B * G + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
-    square_reduced_finish_key = ("_group_norm_shift_finish_square_reduced_kernel", device_index, square_reduced_partials.dtype, square_reduced.dtype, *map(_int_class, (square_reduced_programs, B * G, B * G, 1, 1)), 128, 32, square_reduced_programs * B * G >= 2**31)
-    square_reduced_finish = _COMPILED.get(square_reduced_finish_key) or _rt.compile_launch(_COMPILED, square_reduced_finish_key, _group_norm_shift_finish_square_reduced_kernel, square_reduced_finish_grid, square_reduced_partials, square_reduced, square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31)
-    square_reduced_finish(square_reduced_finish_grid, device_index, square_reduced_partials, square_reduced, square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, C_over_G, G, *_x_strides, G, 1, G, 1, BLOCK_C_over_G, BLOCK_W, int64, folded), (B, G), (B, G), shift_reduced_programs * B * G, square_reduced_programs * B * G, (shift_reduced_finish, shift_reduced_finish_grid, (shift_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, shift_reduced_programs * B * G >= 2**31)), (square_reduced_finish, square_reduced_finish_grid, (square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31))))
-    return shift_reduced, square_reduced
+    return _group_norm_shift_launch.run(_group_norm_shift, fast_key, x, G)
 
 
 _group_norm_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("weight", "x", "C"), ("bias", "x", "C"), ("G", int), ("eps", float), whole=(("w", "W", 1048576),))

@@ -27,12 +27,12 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_ae76fa63b0dd6a32"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_53aa501401c9e467"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -137,6 +137,25 @@ _tuner = _rt.Tuner("hinge_loss_backward", "cf94298e86c4500c", _CONFIGS, default=
 _hinge_loss_backward_inputs = _rt.Inputs(("dloss", torch.float32, ""), ("predictions", torch.float32, "M N"), ("targets", torch.float32, "N"))
 
 
+def _hinge_loss_backward_plan(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor):
+    """hinge_loss_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, M, N = _hinge_loss_backward_inputs("hinge_loss_backward", dloss, predictions, targets)
+    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
+    dtargets = torch.empty(N, device=device, dtype=torch.float32)
+    _dloss_strides = (0,)
+    int64 = _rt.wide_offsets((dloss, predictions, targets), (dpredictions, dtargets))
+    folded = (N + 256 - 1) // 256 > _rt.MAX_GRID_YZ  # then all along program id 0
+    return _rt.Planned(
+        _hinge_loss_backward_launch, device, (dpredictions, dtargets), M == 0 or N == 0, lambda meta: _rt.fold_grid(((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), folded),
+        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *predictions.stride(), *targets.stride(), N, 1, 1),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((M, N), (N,)), (device, M, N),
+        (_rt.Finish(dtargets, 1, N, lambda meta: ((M + meta["BM"] - 1) // meta["BM"]), ((N + 32 - 1) // 32, 1, 1), lambda dtargets_programs: (dtargets_programs, N, N, 1, 1, 128, 32, dtargets_programs * N >= 2**31)),),
+    )
+
+
+_hinge_loss_backward_launch = _rt.Launch(globals(), "hinge_loss_backward_kernel", "hinge_loss_backward", pointers=6, tuned=True, plan=_hinge_loss_backward_plan, refuse=(0, 1, 2), finishes=("hinge_loss_backward_finish_kernel",))
+
+
 def hinge_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/hinge_loss.tile, derived backward and return its outputs.
 
@@ -166,81 +185,7 @@ def hinge_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets:
         finish, finish_grid, finish_args = _dtargets_finish
         finish(finish_grid, device_index, dtargets_partials, dtargets, *finish_args)
         return dpredictions, dtargets
-    device, M, N = _hinge_loss_backward_inputs("hinge_loss_backward", dloss, predictions, targets)
-    if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(predictions, "requires_grad", False) or getattr(targets, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("hinge_loss_backward")
-    if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return hinge_loss_backward(dloss, predictions, targets)
-    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
-    dtargets = torch.empty(N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dpredictions, dtargets
-    _dloss_strides = (0,)
-    _predictions_strides = predictions.stride()
-    _targets_strides = targets.stride()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (N - 1) * abs(_targets_strides[0]) >= 2**31 or M * N > 2**31 or N > 2**31  # offsets past 2**31 elements
-    folded = (N + 256 - 1) // 256 > _rt.MAX_GRID_YZ  # then all along program id 0
-    tune_key = (device, M, N)
-    config_index = _tuner.tuned.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuner.tuned_index("hinge_loss_backward", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: _rt.fold_grid(((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), folded)
-                dtargets_programs = ((M + 4 - 1) // 4)  # programs along M
-                dtargets_partials = torch.empty(dtargets_programs * N, device=device, dtype=torch.float32)
-                _rt.autotune(
-                    hinge_loss_backward_kernel, grid,
-                    dloss, predictions, targets, dpredictions, dtargets, dtargets_partials,
-                    M, N,
-                    *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, 1,
-                    INT64_OFFSETS=int64, FOLDED_GRID=folded,
-                )
-                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, hinge_loss_backward_kernel, lambda: hinge_loss_backward(dloss, predictions, targets)))
-                return hinge_loss_backward(dloss, predictions, targets)
-    config = _CONFIGS[config_index].kwargs
-    grid = _rt.fold_grid(((M + config["BM"] - 1) // config["BM"], (N + config["BN"] - 1) // config["BN"], 1), folded)
-    dtargets_programs = ((M + config["BM"] - 1) // config["BM"])  # programs along M
-    dtargets_partials = torch.empty(dtargets_programs * N, device=device, dtype=torch.float32)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        hinge_loss_backward_kernel.fn[grid](
-            dloss, predictions, targets, dpredictions, dtargets, dtargets_partials,
-            M, N,
-            *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, 1,
-            INT64_OFFSETS=int64, FOLDED_GRID=folded, **config,
-        )
-        hinge_loss_backward_finish_kernel[((N + 32 - 1) // 32,)](dtargets_partials, dtargets, dtargets_programs, N, N, 1, 1, 128, 32, dtargets_programs * N >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(hinge_loss_backward_kernel.fn), grid, None, device, (M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, 1, config["BM"], config["BN"], int64, folded), (M, N), (N,), dtargets_programs * N, (_rt.interpreted(hinge_loss_backward_finish_kernel), ((N + 32 - 1) // 32,), (dtargets_programs, N, N, 1, 1, 128, 32, dtargets_programs * N >= 2**31))), _tuner)
-        return dpredictions, dtargets
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        dloss.data_ptr() % 16, predictions.data_ptr() % 16, targets.data_ptr() % 16, dpredictions.data_ptr() % 16, dtargets.data_ptr() % 16,
-        *map(_int_class, (M, N, *_dloss_strides, *_predictions_strides, *_targets_strides)),
-        int64, folded,
-    )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, hinge_loss_backward_kernel.fn, grid,
-        dloss, predictions, targets, dpredictions, dtargets, dtargets_partials,
-        M, N,
-        *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, 1,
-        INT64_OFFSETS=int64, FOLDED_GRID=folded, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        dloss, predictions, targets, dpredictions, dtargets, dtargets_partials,
-        M, N,
-        *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, 1,
-        config["BM"], config["BN"], int64, folded,
-    )
-    dtargets_finish_grid = ((N + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
-    dtargets_finish_key = ("hinge_loss_backward_finish_kernel", device_index, dtargets_partials.dtype, dtargets.dtype, *map(_int_class, (dtargets_programs, N, N, 1, 1)), 128, 32, dtargets_programs * N >= 2**31)
-    dtargets_finish = _COMPILED.get(dtargets_finish_key) or _rt.compile_launch(_COMPILED, dtargets_finish_key, hinge_loss_backward_finish_kernel, dtargets_finish_grid, dtargets_partials, dtargets, dtargets_programs, N, N, 1, 1, 128, 32, dtargets_programs * N >= 2**31)
-    dtargets_finish(dtargets_finish_grid, device_index, dtargets_partials, dtargets, dtargets_programs, N, N, 1, 1, 128, 32, dtargets_programs * N >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, 1, config["BM"], config["BN"], int64, folded), (M, N), (N,), dtargets_programs * N, (dtargets_finish, dtargets_finish_grid, (dtargets_programs, N, N, 1, 1, 128, 32, dtargets_programs * N >= 2**31))), _tuner)
-    return dpredictions, dtargets
+    return _hinge_loss_backward_launch.run(hinge_loss_backward, fast_key, dloss, predictions, targets)
 
 
 def reference(dloss, predictions, targets):
@@ -256,13 +201,4 @@ def reference(dloss, predictions, targets):
     return dpredictions, dtargets
 
 
-def _hinge_loss_backward_fake(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of hinge_loss_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N = _hinge_loss_backward_inputs("hinge_loss_backward", dloss, predictions, targets)
-    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
-    dtargets = torch.empty(N, device=device, dtype=torch.float32)
-    return dpredictions, dtargets
-
-
-op = _rt.register_op("hinge_loss_backward", "cf94298e86c4500c", hinge_loss_backward, _hinge_loss_backward_fake, None)
+op = _rt.register_op("hinge_loss_backward", "cf94298e86c4500c", hinge_loss_backward, _hinge_loss_backward_launch)

@@ -7,12 +7,12 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_ae76fa63b0dd6a32"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_53aa501401c9e467"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -114,6 +114,23 @@ _tuner = _rt.Tuner("huber_loss", "ade5ee156db8bd16", _CONFIGS, default=0, fast=_
 _huber_loss_inputs = _rt.Inputs(("predictions", (torch.float32, torch.float16, torch.bfloat16), "M N"), ("targets", "predictions", "M N"))
 
 
+def _huber_loss_plan(predictions: torch.Tensor, targets: torch.Tensor):
+    """huber_loss()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, M, N = _huber_loss_inputs("huber_loss", predictions, targets)
+    loss = torch.empty((), device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((predictions, targets), (loss,))
+    folded = (N + 256 - 1) // 256 > _rt.MAX_GRID_YZ  # then all along program id 0
+    return _rt.Planned(
+        _huber_loss_launch, device, (loss,), False, lambda meta: _rt.fold_grid(((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), folded),
+        (predictions, targets, loss, M, N, *predictions.stride(), *targets.stride(), 1),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), (), (device, M, N, T),
+        (_rt.Finish(loss, 1, 1, lambda meta: ((M + meta["BM"] - 1) // meta["BM"]) * ((N + meta["BN"] - 1) // meta["BN"]), (1, 1, 1), lambda loss_programs: (loss_programs, 1, float(M * N), 1, 1, 1, 1024, 1, loss_programs >= 2**31)),),
+    )
+
+
+_huber_loss_launch = _rt.Launch(globals(), "huber_loss_kernel", "huber_loss", pointers=4, tuned=True, plan=_huber_loss_plan, finishes=("huber_loss_finish_kernel",))
+
+
 def huber_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/huber_loss.tile and return its output.
 
@@ -144,77 +161,7 @@ def huber_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int 
         return loss
     if _grad_enabled() and (getattr(predictions, "requires_grad", False) or getattr(targets, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _huber_loss_apply(predictions, targets)
-    device, T, M, N = _huber_loss_inputs("huber_loss", predictions, targets)
-    if predictions.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return huber_loss(predictions, targets)
-    loss = torch.empty((), device=device, dtype=torch.float32)
-    if False:  # nothing to compute: no launch
-        return loss
-    _predictions_strides = predictions.stride()
-    _targets_strides = targets.stride()
-    int64 = (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or 1 > 2**31  # offsets past 2**31 elements
-    folded = (N + 256 - 1) // 256 > _rt.MAX_GRID_YZ  # then all along program id 0
-    tune_key = (device, M, N, T)
-    config_index = _tuner.tuned.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuner.tuned_index("huber_loss", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: _rt.fold_grid(((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), folded)
-                loss_programs = ((M + 4 - 1) // 4) * ((N + 256 - 1) // 256)  # programs along M, N
-                loss_partials = torch.empty(loss_programs, device=device, dtype=torch.float32)
-                _rt.autotune(
-                    huber_loss_kernel, grid,
-                    predictions, targets, loss, loss_partials,
-                    M, N,
-                    *_predictions_strides, *_targets_strides, 1,
-                    INT64_OFFSETS=int64, FOLDED_GRID=folded,
-                )
-                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, huber_loss_kernel, lambda: huber_loss(predictions, targets)))
-                return huber_loss(predictions, targets)
-    config = _CONFIGS[config_index].kwargs
-    grid = _rt.fold_grid(((M + config["BM"] - 1) // config["BM"], (N + config["BN"] - 1) // config["BN"], 1), folded)
-    loss_programs = ((M + config["BM"] - 1) // config["BM"]) * ((N + config["BN"] - 1) // config["BN"])  # programs along M, N
-    loss_partials = torch.empty(loss_programs, device=device, dtype=torch.float32)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        huber_loss_kernel.fn[grid](
-            predictions, targets, loss, loss_partials,
-            M, N,
-            *_predictions_strides, *_targets_strides, 1,
-            INT64_OFFSETS=int64, FOLDED_GRID=folded, **config,
-        )
-        huber_loss_finish_kernel[(1,)](loss_partials, loss, loss_programs, 1, float(M * N), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(huber_loss_kernel.fn), grid, None, device, (M, N, *_predictions_strides, *_targets_strides, 1, config["BM"], config["BN"], int64, folded), loss_programs, (_rt.interpreted(huber_loss_finish_kernel), (1,), (loss_programs, 1, float(M * N), 1, 1, 1, 1024, 1, loss_programs >= 2**31))), _tuner)
-        return loss
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, T,
-        predictions.data_ptr() % 16, targets.data_ptr() % 16, loss.data_ptr() % 16,
-        *map(_int_class, (M, N, *_predictions_strides, *_targets_strides)),
-        int64, folded,
-    )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, huber_loss_kernel.fn, grid,
-        predictions, targets, loss, loss_partials,
-        M, N,
-        *_predictions_strides, *_targets_strides, 1,
-        INT64_OFFSETS=int64, FOLDED_GRID=folded, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        predictions, targets, loss, loss_partials,
-        M, N,
-        *_predictions_strides, *_targets_strides, 1,
-        config["BM"], config["BN"], int64, folded,
-    )
-    loss_finish_grid = (1, 1, 1)  # the launch takes three sizes
-    loss_finish_key = ("huber_loss_finish_kernel", device_index, loss_partials.dtype, loss.dtype, *map(_int_class, (loss_programs, 1, 1, 1, 1)), 1024, 1, loss_programs >= 2**31)
-    loss_finish = _COMPILED.get(loss_finish_key) or _rt.compile_launch(_COMPILED, loss_finish_key, huber_loss_finish_kernel, loss_finish_grid, loss_partials, loss, loss_programs, 1, float(M * N), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
-    loss_finish(loss_finish_grid, device_index, loss_partials, loss, loss_programs, 1, float(M * N), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_predictions_strides, *_targets_strides, 1, config["BM"], config["BN"], int64, folded), loss_programs, (loss_finish, loss_finish_grid, (loss_programs, 1, float(M * N), 1, 1, 1, 1024, 1, loss_programs >= 2**31))), _tuner)
-    return loss
+    return _huber_loss_launch.run(huber_loss, fast_key, predictions, targets)
 
 
 def reference(predictions, targets):
@@ -226,15 +173,7 @@ def reference(predictions, targets):
     return loss
 
 
-def _huber_loss_fake(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """The outputs of huber_loss(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, M, N = _huber_loss_inputs("huber_loss", predictions, targets)
-    loss = torch.empty((), device=device, dtype=torch.float32)
-    return loss
-
-
-op = _rt.register_op("huber_loss", "ade5ee156db8bd16", huber_loss, _huber_loss_fake, None)
+op = _rt.register_op("huber_loss", "ade5ee156db8bd16", huber_loss, _huber_loss_launch)
 
 
 _huber_loss_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

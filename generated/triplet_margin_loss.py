@@ -7,12 +7,12 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_ae76fa63b0dd6a32"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_53aa501401c9e467"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -116,6 +116,23 @@ _tuner = _rt.Tuner("triplet_margin_loss", "2ad427bf49692e49", _CONFIGS, default=
 _triplet_margin_loss_inputs = _rt.Inputs(("anchor", torch.float32, "M N"), ("positive", torch.float32, "M N"), ("negative", torch.float32, "M N"), ("margin", float), whole=(("c", "N", 131072),))
 
 
+def _triplet_margin_loss_plan(anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, margin: float = 1.0):
+    """triplet_margin_loss()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, margin, M, N = _triplet_margin_loss_inputs("triplet_margin_loss", anchor, positive, negative, margin)
+    loss = torch.empty((), device=device, dtype=torch.float32)
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    int64 = _rt.wide_offsets((anchor, positive, negative), (loss,))
+    return _rt.Planned(
+        _triplet_margin_loss_launch, device, (loss,), False, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (anchor, positive, negative, loss, M, N, margin, *anchor.stride(), *positive.stride(), *negative.stride(), 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), (), (device, N),
+        (_rt.Finish(loss, 1, 1, lambda meta: ((M + meta["BM"] - 1) // meta["BM"]), (1, 1, 1), lambda loss_programs: (loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31)),),
+    )
+
+
+_triplet_margin_loss_launch = _rt.Launch(globals(), "triplet_margin_loss_kernel", "triplet_margin_loss", pointers=5, tuned=True, plan=_triplet_margin_loss_plan, finishes=("triplet_margin_loss_finish_kernel",))
+
+
 def triplet_margin_loss(anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, margin: float = 1.0, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/triplet_margin_loss.tile and return its output.
 
@@ -147,82 +164,7 @@ def triplet_margin_loss(anchor: torch.Tensor, positive: torch.Tensor, negative: 
         return loss
     if _grad_enabled() and (getattr(anchor, "requires_grad", False) or getattr(positive, "requires_grad", False) or getattr(negative, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _triplet_margin_loss_apply(anchor, positive, negative, margin)
-    device, margin, M, N = _triplet_margin_loss_inputs("triplet_margin_loss", anchor, positive, negative, margin)
-    if anchor.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return triplet_margin_loss(anchor, positive, negative, margin)
-    loss = torch.empty((), device=device, dtype=torch.float32)
-    if False:  # nothing to compute: no launch
-        return loss
-    BLOCK_N = 1 << (N - 1).bit_length()
-    _anchor_strides = anchor.stride()
-    _positive_strides = positive.stride()
-    _negative_strides = negative.stride()
-    int64 = (M - 1) * abs(_anchor_strides[0]) + (N - 1) * abs(_anchor_strides[1]) >= 2**31 or (M - 1) * abs(_positive_strides[0]) + (N - 1) * abs(_positive_strides[1]) >= 2**31 or (M - 1) * abs(_negative_strides[0]) + (N - 1) * abs(_negative_strides[1]) >= 2**31 or 1 > 2**31  # offsets past 2**31 elements
-    tune_key = (device, N)
-    config_index = _tuner.tuned.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuner.tuned_index("triplet_margin_loss", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-                loss_programs = ((M + 1 - 1) // 1)  # programs along M
-                loss_partials = torch.empty(loss_programs, device=device, dtype=torch.float32)
-                _rt.autotune(
-                    triplet_margin_loss_kernel, grid,
-                    anchor, positive, negative, loss, loss_partials,
-                    M, N,
-                    margin,
-                    *_anchor_strides, *_positive_strides, *_negative_strides, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-                )
-                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, triplet_margin_loss_kernel, lambda: triplet_margin_loss(anchor, positive, negative, margin)))
-                return triplet_margin_loss(anchor, positive, negative, margin)
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
-    loss_programs = ((M + config["BM"] - 1) // config["BM"])  # programs along M
-    loss_partials = torch.empty(loss_programs, device=device, dtype=torch.float32)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        triplet_margin_loss_kernel.fn[grid](
-            anchor, positive, negative, loss, loss_partials,
-            M, N,
-            margin,
-            *_anchor_strides, *_positive_strides, *_negative_strides, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
-        )
-        triplet_margin_loss_finish_kernel[(1,)](loss_partials, loss, loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(triplet_margin_loss_kernel.fn), grid, None, device, (M, N, margin, *_anchor_strides, *_positive_strides, *_negative_strides, 1, config["BM"], BLOCK_N, int64), loss_programs, (_rt.interpreted(triplet_margin_loss_finish_kernel), (1,), (loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31))), _tuner)
-        return loss
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        anchor.data_ptr() % 16, positive.data_ptr() % 16, negative.data_ptr() % 16, loss.data_ptr() % 16,
-        *map(_int_class, (M, N, *_anchor_strides, *_positive_strides, *_negative_strides)),
-        BLOCK_N, int64,
-    )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, triplet_margin_loss_kernel.fn, grid,
-        anchor, positive, negative, loss, loss_partials,
-        M, N,
-        margin,
-        *_anchor_strides, *_positive_strides, *_negative_strides, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        anchor, positive, negative, loss, loss_partials,
-        M, N,
-        margin,
-        *_anchor_strides, *_positive_strides, *_negative_strides, 1,
-        config["BM"], BLOCK_N, int64,
-    )
-    loss_finish_grid = (1, 1, 1)  # the launch takes three sizes
-    loss_finish_key = ("triplet_margin_loss_finish_kernel", device_index, loss_partials.dtype, loss.dtype, *map(_int_class, (loss_programs, 1, 1, 1, 1)), 1024, 1, loss_programs >= 2**31)
-    loss_finish = _COMPILED.get(loss_finish_key) or _rt.compile_launch(_COMPILED, loss_finish_key, triplet_margin_loss_finish_kernel, loss_finish_grid, loss_partials, loss, loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
-    loss_finish(loss_finish_grid, device_index, loss_partials, loss, loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, margin, *_anchor_strides, *_positive_strides, *_negative_strides, 1, config["BM"], BLOCK_N, int64), loss_programs, (loss_finish, loss_finish_grid, (loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31))), _tuner)
-    return loss
+    return _triplet_margin_loss_launch.run(triplet_margin_loss, fast_key, anchor, positive, negative, margin)
 
 
 def reference(anchor, positive, negative, margin=1.0):
@@ -236,15 +178,7 @@ def reference(anchor, positive, negative, margin=1.0):
     return loss
 
 
-def _triplet_margin_loss_fake(anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, margin: float = 1.0) -> torch.Tensor:
-    """The outputs of triplet_margin_loss(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, margin, M, N = _triplet_margin_loss_inputs("triplet_margin_loss", anchor, positive, negative, margin)
-    loss = torch.empty((), device=device, dtype=torch.float32)
-    return loss
-
-
-op = _rt.register_op("triplet_margin_loss", "2ad427bf49692e49", triplet_margin_loss, _triplet_margin_loss_fake, None)
+op = _rt.register_op("triplet_margin_loss", "2ad427bf49692e49", triplet_margin_loss, _triplet_margin_loss_launch)
 
 
 _triplet_margin_loss_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

@@ -314,15 +314,15 @@ def test_a_persistent_grid_walks_the_row_tiles_carrying_its_partials(compiled, m
 
 def test_the_generated_persistent_grid_stores_one_partial_a_program():
     """The kernel loops over its tiles NUM_SMS apart with the partials started before the loop and
-    stored after it, at its own row (start_pid); the launcher sizes the workspace for at most
-    NUM_SMS programs."""
+    stored after it, at its own row (start_pid); the launcher's plan sizes the workspace for at
+    most NUM_SMS programs."""
     source = compile_spec(PERSISTENT, "walked.tile", derive=False).source
     assert "for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):" in source
     before, loop = source.split("for tile_id in tl.range(", 1)
     assert "dw_partials_carried = tl.full([BLOCK_N], 0.0, tl.float32)" in before
     assert 'top_partials_carried = tl.full([BLOCK_N], float("-inf"), tl.float32)' in before
     assert "tl.store(dw_partials_ptr + start_pid * N + offs_c" in loop.split("\n\n\n")[0]
-    assert "dw_programs = min(NUM_SMS, ((M + BM - 1) // BM))  # programs walking M" in source
+    assert "_rt.Finish(dw, 1, N, lambda meta: min(NUM_SMS, ((M + BM - 1) // BM)), " in source
 
 
 PIPELINED = PERSISTENT.replace("kernel walked", "kernel piped").replace("  block BM = 2\n", """\

@@ -337,3 +337,30 @@ def test_a_launch_refuses_a_kernel_with_a_constexpr_before_another_parameter(gen
         rt.Launch({"kernel": triton.jit(kernel)}, "kernel", "kernel", pointers=1)
     good = rt.Launch({"kernel": triton.jit(lambda x_ptr, n, BLOCK: None)}, "kernel", "kernel", pointers=1)
     assert good.constexprs == () and good.arg_names == ("x_ptr", "n", "BLOCK")
+
+
+@pytest.mark.parametrize("name,compiled", [
+    ("mse_loss", ["mse_loss", "mse_loss_finish_kernel"]),
+    ("rms_norm_backward", ["rms_norm_backward", "rms_norm_backward_finish_kernel"]),
+    ("batch_norm", ["_batch_norm_shift", "_batch_norm_shift_finish_shift_reduced_kernel",
+                    "_batch_norm_shift_finish_square_reduced_kernel", "batch_norm"]),
+])
+def test_the_compiled_launch_runs_the_finish_kernels_after_the_kernel(generated, monkeypatch, name, compiled):
+    """A kernel whose stores reduce across programs, on the GPU's path of the runtime's Launch
+    (:func:`_compiling_on_the_cpu`): the workspaces made for the config it runs, each finish kernel
+    compiled once and launched after the kernel (a loss's one number, a weight gradient's column
+    sums from a persistent kernel, a stage's two per-channel sums); the second call, on new
+    values, is the fast path's and compiles nothing."""
+    from tests.conftest import spec_named
+    from tilegen import model as m
+    from tilegen.runner import compare, default_sizes, random_inputs
+
+    module = generated(name)
+    compiles = _compiling_on_the_cpu(module, monkeypatch)
+    spec = m.specialize(spec_named(name), spec_named(name).bindings()[0])
+    sizes = default_sizes(spec, 3)
+    for seed in (1, 2):
+        args = list(random_inputs(spec, sizes, "cpu", seed).values())
+        error, passed = compare(getattr(module, name)(*args), module.reference(*args), spec, args, module.reference)
+        assert passed, f"{name}, seed {seed}: max error {error}"
+    assert [key[0] for key in compiles] == compiled

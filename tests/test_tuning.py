@@ -426,3 +426,35 @@ def test_a_bad_table_is_an_error_at_its_path_and_writes_nothing(tmp_path, monkey
     assert result.output.startswith(f"sum_dim1.tuned.json:{message}"), result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "gen" / "sum_dim1.py").exists()
+
+
+def test_a_launcher_with_finish_kernels_tunes_on_workspaces_for_every_config(generated, monkeypatch):
+    """mse_loss's kernel stores one partial a program, and its configs' blocks make 10, 3, 9 and 6
+    programs at 33 x 600: the autotuner runs the kernel alone on a workspace of 10 (room for every
+    config), and the call returns what the launch on the chosen config (9 programs) and its finish
+    kernel compute, which the fast path keeps."""
+    module = generated("mse_loss")
+    tuner = module._tuner
+    monkeypatch.setattr(tuner, "tuned", {})
+    monkeypatch.setattr(tuner, "fast", {})
+    monkeypatch.setattr(module, "_FAST", tuner.fast)
+    monkeypatch.setattr(tuner, "tuned_index", lambda launcher, key: tuner.tuned.get(key))  # full: tune
+    tuned = []
+
+    def autotune(autotuner, grid, *args, **meta):  # the trials write their partials, and nothing else
+        assert autotuner is module.mse_loss_kernel
+        tuned.append(args[3].numel())
+        args[3].fill_(float("nan"))
+
+    monkeypatch.setattr(module._rt, "autotune", autotune)
+    monkeypatch.setattr(tuner, "settle_ties", lambda key, autotuner, call: module._CONFIGS[2])
+    monkeypatch.setattr(tuner, "remember", lambda key, config: tuner.tuned.__setitem__(key, 2))
+    g = torch.Generator().manual_seed(11)
+    predictions, targets = torch.randn(33, 600, generator=g), torch.randn(33, 600, generator=g)
+    loss = module.mse_loss(predictions, targets)
+    assert tuned == [10]
+    torch.testing.assert_close(loss, module.reference(predictions, targets))
+    (entry,) = module._FAST.values()
+    assert entry[5] == 9  # the workspace's size: config 2's programs
+    torch.testing.assert_close(module.mse_loss(predictions, targets), loss)  # the fast path
+    assert tuned == [10]

@@ -389,14 +389,32 @@ def _specialized(arg: object) -> Hashable:
     return type(arg).__name__
 
 
+class Finish(NamedTuple):
+    """A store of a planned call that reduces across programs (:class:`Planned`): the kernel stores
+    each program's float32 partials in ``workspaces`` new tensors of ``programs(meta)`` times
+    ``elements`` elements each (``meta``: the constexprs with the config's, on which the number
+    of programs depends), which it takes as its last pointers; then a finish kernel (the
+    :class:`Launch`'s, in the order it names them) merges them into ``output`` over ``grid``,
+    taking the workspaces and the output, then ``args(programs)``: its other arguments, its
+    constexprs last."""
+
+    output: torch.Tensor
+    workspaces: int
+    elements: int
+    programs: Callable[[dict[str, Any]], int]
+    grid: Grid
+    args: Callable[[int], tuple[Any, ...]]
+
+
 class Planned(NamedTuple):
     """A call of a launcher as its module's plan makes it (``_<name>_plan``, after the checks of its
     inputs) for :meth:`Launch.run`, :meth:`Launch.fake` and :meth:`Launch.traced_call`: the
     :class:`Launch` of the kernel that computes it (the launcher's own, or the one it routes to),
     the device, the new outputs, whether they are empty (nothing to launch), the grid (a function of
     the constexprs), the kernel's positional arguments and its constexprs (a tuned kernel's config
-    adds its own), the outputs' shapes (what the fast path makes again) and the tune key (None:
-    an untuned kernel)."""
+    adds its own), the outputs' shapes (what the fast path makes again), the tune key (None:
+    an untuned kernel) and the stores that reduce across programs, each merged by a finish kernel
+    (:class:`Finish`; the arguments leave out their workspaces, which the launch makes)."""
 
     launch: "Launch"
     device: torch.device
@@ -407,6 +425,15 @@ class Planned(NamedTuple):
     meta: dict[str, Any]
     kept: tuple[object, ...]
     tune_key: "TuneKey | None"
+    finishes: tuple[Finish, ...] = ()
+
+
+
+def workspaces(device: torch.device, finishes: Iterable[Finish], counts: Iterable[int]) -> tuple[torch.Tensor, ...]:
+    """The float32 workspaces of ``finishes`` (:class:`Finish`) on ``device``, for ``counts``
+    programs each: ``count * elements`` elements a workspace, in order."""
+    return tuple(torch.empty(count * finish.elements, device=device, dtype=torch.float32)
+                 for finish, count in zip(finishes, counts, strict=True) for _ in range(finish.workspaces))
 
 
 class Launch:
@@ -424,21 +451,23 @@ class Launch:
     ``_tuner`` (:class:`Tuner`) and ``_CONFIGS``: what replaces one of them on the module, or one of
     the tuner's attributes (a test, a benchmark), replaces it for the launch too. ``name`` is the launcher's
     (its compile keys, its tune messages). ``pointers``: how many of the kernel's first arguments
-    a fast-path call passes itself (its tensors, or the TMA descriptors made on them); the
-    arguments after them are kept. ``blocks``: the module's ``_descriptor_blocks`` sets the TMA
-    descriptors' block shapes from the config's blocks; ``retune``: the autotuner's own cache is
-    cleared before a tune (it keys on tensor dtypes, which descriptors do not show). ``plan``: the
-    module's plan of a call (:class:`Planned`), where the launcher's full path (:meth:`run`), its
-    op's fake implementation (:meth:`fake`) and the body torch.compile traces (:meth:`traced_call`)
-    are the runtime's; ``refuse``: the positions of the inputs autograd may follow, where a call
-    autograd would record is refused (the spec has no backward). The kernel's
+    a fast-path call passes itself (its tensors, or the TMA descriptors made on them, then the
+    workspaces of its finish kernels); the arguments after them are kept. ``blocks``: the module's
+    ``_descriptor_blocks`` sets the TMA descriptors' block shapes from the config's blocks; ``retune``:
+    the autotuner's own cache is cleared before a tune (it keys on tensor dtypes, which descriptors
+    do not show). ``plan``: the module's plan of a call (:class:`Planned`), where the launcher's full
+    path (:meth:`run`), its op's fake implementation (:meth:`fake`) and the body torch.compile traces
+    (:meth:`traced_call`) are the runtime's; ``refuse``: the positions of the inputs autograd may
+    follow, where a call autograd would record is refused (the spec has no backward); ``finishes``:
+    the module's finish kernels (``@triton.jit`` functions, by name), which merge the partials of
+    the plan's :class:`Finish` steps, in that order, after the kernel. The kernel's
     constexpr parameters follow all the others (every generated kernel's do): the compiled launch
     takes them last, by position. Raises AssertionError where they do not.
     """
 
     def __init__(self, module: dict[str, Any], kernel: str, name: str, *, pointers: int, tuned: bool = False,
                  blocks: bool = False, retune: bool = False, plan: Callable[..., Planned] | None = None,
-                 refuse: tuple[int, ...] = ()) -> None:
+                 refuse: tuple[int, ...] = (), finishes: tuple[str, ...] = ()) -> None:
         self.module = module
         self.plan = plan
         self.refuse = refuse
@@ -448,6 +477,8 @@ class Launch:
         self.tuned = tuned
         self.blocks = blocks
         self.retune = retune
+        # each finish kernel's own launch (untuned; its arguments all passed, its pointers first)
+        self.finishes = tuple(Launch(module, finish, finish, pointers=0) for finish in finishes)
         jit = module[kernel].fn if tuned else module[kernel]
         # the Python function's parameters (a JITFunction's, or the interpreter's InterpretedFunction's)
         params = inspect.signature(jit.fn).parameters.values()
@@ -458,14 +489,16 @@ class Launch:
         assert all(constexpr[len(constexpr) - len(self.constexprs):]), f"{name}: a constexpr before another parameter"
 
     def config_index(self, tune_key: "TuneKey", grid: "LaunchGrid", args: tuple[Any, ...], meta: dict[str, Any],
-                     again: Callable[[], object], first: Callable[[], object] | None) -> int | None:
+                     again: Callable[[], object], first: Callable[[], object] | None,
+                     finishes: tuple[Finish, ...] = (), device: torch.device | None = None) -> int | None:
         """The index in ``_CONFIGS`` of the config to run for ``tune_key``: remembered (:attr:`Tuner.tuned`),
         else (once per key, under the tuner's lock) :meth:`Tuner.tuned_index`'s.
         Where that is None, the autotuner runs every config on ``args`` (:func:`autotune`) and its
         choice, its near ties settled by timing ``again`` (the launcher's call of itself:
         :meth:`Tuner.settle_ties`), is remembered; then None: the autotuner's launch computed the
-        call's outputs. ``first`` (an in-place call's): the call on new outputs, run before a tune,
-        whose trials must not read what they overwrote."""
+        call's outputs (without ``finishes``: it runs the kernel alone, on workspaces on ``device``
+        with room for the most programs any config runs). ``first`` (an in-place call's): the call
+        on new outputs, run before a tune, whose trials must not read what they overwrote."""
         module = self.module
         tuner: Tuner = module["_tuner"]
         index: int | None = tuner.tuned.get(tune_key)
@@ -480,25 +513,41 @@ class Launch:
                 autotuner = module[self.kernel]
                 if self.retune:
                     autotuner.cache.clear()
+                if finishes:  # room for every config's partials
+                    assert device is not None, f"{self.name}: workspaces without their device"
+                    most = [max(f.programs({**meta, **config.kwargs}) for config in autotuner.configs)
+                            for f in finishes]
+                    args = self.with_workspaces(args, workspaces(device, finishes, most))
                 autotune(autotuner, grid, *args, **meta)
                 tuner.remember(tune_key, tuner.settle_ties(tune_key, autotuner, again))
             return index
 
+    def with_workspaces(self, args: tuple[Any, ...], made: tuple[torch.Tensor, ...]) -> tuple[Any, ...]:
+        """``args`` (the plan's: without workspaces) with the workspaces ``made`` in place: the last
+        of the kernel's :attr:`pointers`."""
+        at = self.pointers - len(made)
+        return (*args[:at], *made, *args[at:])
+
     def __call__(self, fast_key: Hashable | None, device: torch.device, grid: "LaunchGrid", args: tuple[Any, ...],
                  meta: dict[str, Any], kept: tuple[object, ...] = (), *, tune_key: "TuneKey | None" = None,
                  again: Callable[[], object] | None = None, first: Callable[[], object] | None = None,
-                 arrays: tuple[torch.Tensor, ...] = ()) -> None:
+                 arrays: tuple[torch.Tensor, ...] = (), finishes: tuple[Finish, ...] = ()) -> bool:
         """Launch the kernel on ``device`` over ``grid(constexprs)`` with the positional ``args``
         (every argument but the constexprs, in signature order) and the constexprs ``meta`` (a
         tuned kernel's config adds its own), and keep the launch under ``fast_key``:
         ``(launch, grid, device_index, device, args after the pointers and the constexprs, *kept)``,
         ``kept`` being what the fast path makes again (the outputs' shapes), then, for TMA
-        descriptors, their templates on ``arrays`` (:func:`descriptor_templates`). A tuned
-        kernel's config is :meth:`config_index`'s for ``tune_key`` (``again``, ``first``: see there);
-        a call that tuned is done (the autotuner ran it) and keeps nothing. Where the spec's default
-        config, chosen untuned, needs more resources than the GPU has, the launch runs its
-        interpreter config instead (:meth:`fallback`)."""
-        given = meta
+        descriptors, their templates on ``arrays`` (:func:`descriptor_templates`). With
+        ``finishes`` (:class:`Finish`, one per finish kernel of the launch), the kernel's workspaces
+        are made for this config's programs and passed after ``args``' pointers, and each finish
+        kernel runs after the kernel (launched as the kernel is: :meth:`launched`); the launch
+        keeps, after the outputs' shapes, each workspace's size, then each finish's ``(launch,
+        grid, arguments after its pointers)``. A tuned kernel's config is :meth:`config_index`'s for
+        ``tune_key`` (``again``, ``first``: see there); a call that tuned keeps nothing and returns
+        False: the autotuner ran the kernel (alone, where it has finishes: ``again`` computes the
+        call). Where the spec's default config, chosen untuned, needs more resources than the GPU
+        has, the launch runs its interpreter config instead (:meth:`fallback`). True where it launched."""
+        given, bare = meta, args  # the call's own, for a fallback's launch again
         module = self.module
         jit = module[self.kernel]
         index: int | None = None
@@ -508,41 +557,78 @@ class Launch:
             tuner = module["_tuner"]
             index = tuner.tuned.get(tune_key)
             if index is None:
-                index = self.config_index(tune_key, grid, args, meta, again, first)
+                index = self.config_index(tune_key, grid, args, meta, again, first, finishes, device)
                 if index is None:  # the autotuner ran the call
-                    return
+                    return False
             jit = jit.fn
             meta = {**meta, **module["_CONFIGS"][index].kwargs}
         if self.blocks:  # the descriptors' block shapes, from this config's blocks
             module["_descriptor_blocks"]({**dict(zip(self.arg_names, args, strict=False)), **meta})
+        counts = [finish.programs(meta) for finish in finishes]
+        made = workspaces(device, finishes, counts) if finishes else ()
+        if made:
+            args = self.with_workspaces(args, made)
         programs = grid(meta)
-        constexprs = tuple([meta[name] for name in self.constexprs])
-        launch: DirectLaunch
-        if INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-            jit[programs](*args, **meta)
-            launch, device_index = interpreted(jit), None
-        else:  # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-            device_index = device.index
-            compiled = module["_COMPILED"]
-            # what Triton specializes each argument on (an int's int_class written out: most are ints)
-            terms = [(a % 16 == 0 if 1 < a < 2**31 else (a,)) if type(a) is int else _specialized(a) for a in args]
-            key = (self.name, device_index, index, *terms, *constexprs)
-            found = compiled.get(key)
-            if found is None:  # a new specialization: compiled with the config's options
-                options = module["_CONFIGS"][index].all_kwargs() if self.tuned else {}
-                try:
-                    found = compile_launch(compiled, key, jit, programs, *args, **{**meta, **options})
-                except OutOfResources:
-                    if tune_key is None or not self.fallback(tune_key, index):
-                        raise
-                    return self(fast_key, device, grid, args, given, kept, tune_key=tune_key, again=again,
-                                first=first, arrays=arrays)
-            launch = found
-            launch(programs, device_index, *args, *constexprs)
+        try:
+            launch, device_index = self.launched(jit, device, programs, args, meta, index)
+        except OutOfResources:
+            if tune_key is None or not self.fallback(tune_key, index):
+                raise
+            return self(fast_key, device, grid, bare, given, kept, tune_key=tune_key, again=again,
+                        first=first, arrays=arrays, finishes=finishes)
+        finished: list[tuple[DirectLaunch, Grid, tuple[Any, ...]]] = []  # each finish's launch, grid, arguments
+        start = 0
+        for finish, count, merging in zip(finishes, counts, self.finishes, strict=True):
+            finished.append(merging.merge(device, finish, made[start:start + finish.workspaces], count))
+            start += finish.workspaces
         if arrays:
             kept = (*kept, descriptor_templates(args[:self.pointers], arrays))
+        if finishes:
+            sizes = tuple(count * finish.elements for finish, count in zip(finishes, counts, strict=True)
+                          for _ in range(finish.workspaces))
+            kept = (*kept, *sizes, *finished)
+        constexprs = tuple([meta[name] for name in self.constexprs])
         keep_launch(module["_FAST"], fast_key,
                     (launch, programs, device_index, device, (*args[self.pointers:], *constexprs), *kept), tuner)
+        return True
+
+    def launched(self, jit: TritonKernel, device: torch.device, programs: Grid, args: tuple[Any, ...],
+                 meta: dict[str, Any], index: int | None) -> tuple[DirectLaunch, int | None]:
+        """Launch ``jit`` over ``programs`` with ``args`` (every argument but the constexprs) and the
+        constexprs ``meta``, on ``device``, running config ``index`` of ``_CONFIGS`` (None: untuned):
+        under the interpreter Triton's JIT call; on the GPU the compiled kernel of this
+        specialization, compiled once with the config's options (:func:`compile_launch`), launched
+        directly. Returns the launch and the device's index (None under the interpreter): what
+        a fast path calls again. Raises Triton's OutOfResources where the kernel does not fit."""
+        constexprs = tuple([meta[name] for name in self.constexprs])
+        if INTERPRET:  # Triton's interpreter runs the kernel on the CPU
+            jit[programs](*args, **meta)
+            return interpreted(jit), None
+        # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
+        device_index = device.index
+        compiled = self.module["_COMPILED"]
+        # what Triton specializes each argument on (an int's int_class written out: most are ints)
+        terms = [(a % 16 == 0 if 1 < a < 2**31 else (a,)) if type(a) is int else _specialized(a) for a in args]
+        key = (self.name, device_index, index, *terms, *constexprs)
+        found = compiled.get(key)
+        if found is None:  # a new specialization: compiled with the config's options
+            options = self.module["_CONFIGS"][index].all_kwargs() if index is not None else {}
+            found = compile_launch(compiled, key, jit, programs, *args, **{**meta, **options})
+        found(programs, device_index, *args, *constexprs)
+        return found, device_index
+
+    def merge(self, device: torch.device, finish: Finish, made: tuple[torch.Tensor, ...],
+              count: int) -> tuple[DirectLaunch, Grid, tuple[Any, ...]]:
+        """Launch this finish kernel (a :class:`Launch` of the ``finishes`` of another) for ``finish``
+        on ``device``: it merges the partials ``count`` programs stored in the workspaces ``made``
+        into the finish's output (:meth:`launched`). Returns what the fast path keeps of it: the
+        launch, its grid and its arguments after its pointers."""
+        rest = finish.args(count)
+        split = len(rest) - len(self.constexprs)
+        meta = dict(zip(self.constexprs, rest[split:], strict=True))
+        launch, _ = self.launched(self.module[self.kernel], device, finish.grid, (*made, finish.output, *rest[:split]),
+                                  meta, None)
+        return launch, finish.grid, rest
 
     def fallback(self, tune_key: "TuneKey", index: int | None) -> bool:
         """Run the interpreter config for ``tune_key`` from now on, and say so in a warning, where
@@ -575,7 +661,9 @@ class Launch:
         kernel's arguments); a call autograd would record refused where the spec has no backward
         (:attr:`refuse`); tensors on a GPU other than the current one run there (the call again,
         under ``torch.cuda.device``); then the launch the plan names (:meth:`__call__`), keeping it
-        under ``fast_key``, unless the outputs are empty. Returns the outputs."""
+        under ``fast_key``, unless the outputs are empty. Returns the outputs: where finish kernels
+        merge partials and the call tuned (the autotuner ran the kernel alone), those of the call
+        again, on the config the tune chose."""
         assert self.plan is not None, f"{self.name}: run without the module's plan"
         planned = self.plan(*args, **kwargs)
         if self.refuse and grad_enabled() and any(getattr(args[i], "requires_grad", False) for i in self.refuse):
@@ -585,8 +673,11 @@ class Launch:
             with torch.cuda.device(device):
                 return launcher(*args, **kwargs)
         if not planned.empty:
-            planned.launch(fast_key, device, planned.grid, planned.args, planned.meta, planned.kept,
-                           tune_key=planned.tune_key, again=lambda: launcher(*args, **kwargs))
+            launched = planned.launch(fast_key, device, planned.grid, planned.args, planned.meta, planned.kept,
+                                      tune_key=planned.tune_key, again=lambda: launcher(*args, **kwargs),
+                                      finishes=planned.finishes)
+            if not launched and planned.finishes:  # tuned: the partials are merged on the config chosen
+                return launcher(*args, **kwargs)
         outputs = planned.outputs
         return outputs[0] if len(outputs) == 1 else outputs
 
@@ -2019,9 +2110,9 @@ def register_op(name: str, spec_hash: str, launcher: Callable[..., Any], fake: "
     launcher's :class:`Launch` over its module's plan: then its :meth:`Launch.fake` and
     :meth:`Launch.traced_call` are the fake implementation and the traced body.
     """
-    if isinstance(fake, Launch):
+    if isinstance(fake, Launch):  # finish kernels: opaque (their workspaces depend on the config the tune chooses)
         launch = fake
-        fake, traced = launch.fake, _signed(launch.traced_call, launcher)
+        fake, traced = launch.fake, None if launch.finishes else _signed(launch.traced_call, launcher)
     namespace = torch.ops.tilegen
     owners: dict[str, str] = _shared("_spec_hashes", dict)  # op name -> spec hash, in this process
     if owners.get(name, spec_hash) != spec_hash:

@@ -1,10 +1,12 @@
 """A launcher's launch, lowered: the grid, the kernel's arguments as text, and the call of the
 module's runtime ``Launch`` (:func:`launch_object`, :func:`runtime_launch`: it tunes, launches in the
-interpreter or compiles and launches directly, and keeps the launch for the fast path), or, for a
-kernel with a split loop, finish kernels, a split tail or row pieces, those steps written out (the
-tuning of a tuned kernel, the interpreter's JIT call and the compiled kernel's direct launch with
-its specialization key, the workspaces and launches of finish kernels and a split loop's sum);
-and the launch ``torch.compile`` traces (``Launch.traced``, ``wrap_triton``).
+interpreter or compiles and launches directly, and keeps the launch for the fast path; a planned
+launcher's finish kernels too, from the steps its plan gives, :func:`finish_step`), or, for a
+kernel with a split loop, a split tail or row pieces, or finish kernels a launcher that is not
+planned launches, those steps written out (the tuning of a tuned kernel, the interpreter's JIT
+call and the compiled kernel's direct launch with its specialization key, the workspaces and
+launches of finish kernels and a split loop's sum); and the launch ``torch.compile`` traces
+(``Launch.traced``, ``wrap_triton``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from tilegen.lower.grid import cdiv, grid_text
 from tilegen.lower.kernel import FOLD_FLAG, INT64_FLAG, LOOP_STAGES
 from tilegen.lower.names import call_text as _call
 from tilegen.lower.names import given_name, plan_name, tuple_text
-from tilegen.lower.plan import Comment, IfBlock, KernelPlan, Line, Op, WithBlock
+from tilegen.lower.plan import Comment, FinishPlan, IfBlock, KernelPlan, Line, Op, WithBlock
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,8 @@ def launch_object(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArg
     tensors, or their descriptors) itself; a tuned TMA kernel's configs set the descriptors'
     block shapes (``_descriptor_blocks``), and with dtype variables each tune starts afresh. A
     ``planned`` launcher's full path is the launch's (``plan``: the module's plan of a call), which
-    refuses a call autograd would record where the inputs at positions ``refused`` require grad."""
+    refuses a call autograd would record where the inputs at positions ``refused`` require grad;
+    its kernel's finish kernels are the launch's too (``finishes``: their names)."""
     tuned = spec.tune is not None
     arguments = ["globals()", f'"{kernel.name}"', f'"{name}"', f"pointers={len(launch.groups[0])}"]
     arguments += ["tuned=True"] if tuned else []
@@ -113,6 +116,8 @@ def launch_object(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArg
     arguments += ["retune=True"] if tuned and kernel.descriptors and spec.dtype_vars else []
     arguments += [f"plan={plan_name(name)}"] if planned else []
     arguments += [f"refuse={tuple_text(map(str, refused))}"] if refused else []
+    finishes = tuple_text(f'"{f.kernel.name}"' for f in kernel.finishes)  # its finish kernels, run after it
+    arguments += [f"finishes={finishes}"] if kernel.finishes else []
     return f"{launch_name(name)} = _rt.Launch({', '.join(arguments)})"
 
 
@@ -290,22 +295,39 @@ def workspaces(spec: m.Spec, kernel: KernelPlan, smallest: bool = False) -> list
     """The f32 workspaces of the partials of each reduction across programs: one row per
     program along the reduced axes (counted with ``config``'s blocks, or with ``smallest``, the
     least block of any config: room for every config the autotuner runs)."""
-    tuned = set(spec.tuned_params)
     ops: list[Op] = []
     for finish in kernel.finishes:
-        counts: list[str] = []
-        for dim, block in finish.programs:
-            if block is not None and block in tuned:
-                block = smallest_block(spec, block) if smallest else f'config["{block}"]'
-            counts.append(dim if block is None else f"({cdiv(dim, block)})")
         along = ", ".join(d for d, _ in finish.programs)
-        if spec.persistent:  # at most one program per SM, each storing its one partial
-            ops.append(Line(f"{finish.count} = min(NUM_SMS, {' * '.join(counts)})  # programs walking {along}"))
-        else:
-            ops.append(Line(f"{finish.count} = {' * '.join(counts)}  # programs along {along}"))
+        walking = "walking" if spec.persistent else "along"  # a persistent program walks its tiles
+        count = program_count(spec, finish, "config", smallest)
+        ops.append(Line(f"{finish.count} = {count}  # programs {walking} {along}"))
         for name in finish.workspaces:
             ops.append(Line(f"{name} = torch.empty({finish.size}, device=device, dtype=torch.float32)"))
     return ops
+
+
+def program_count(spec: m.Spec, finish: FinishPlan, config: str, smallest: bool = False) -> str:
+    """The number of programs whose partials ``finish`` merges, as launcher text: the product of
+    the program counts along its reduced axes, tuned blocks read from the dict named ``config``
+    (with ``smallest``, each the least of any config's); a persistent grid's at most one per SM."""
+    tuned = set(spec.tuned_params)
+    counts: list[str] = []
+    for dim, block in finish.programs:
+        if block is not None and block in tuned:
+            block = smallest_block(spec, block) if smallest else f'{config}["{block}"]'
+        counts.append(dim if block is None else f"({cdiv(dim, block)})")
+    return f"min(NUM_SMS, {' * '.join(counts)})" if spec.persistent else " * ".join(counts)
+
+
+def finish_step(spec: m.Spec, finish: FinishPlan) -> str:
+    """``finish`` as a planned launcher's plan gives it to the runtime (``_rt.Finish``): its output,
+    its workspaces' number and elements per program, the programs as a function of the constexprs,
+    the finish kernel's grid and its arguments after its pointers as a function of the programs."""
+    pointers, rest, _, _ = launch_args(finish)
+    assert pointers == [*finish.workspaces, finish.output], "a finish kernel takes its workspaces, then its output"
+    return (f"_rt.Finish({finish.output}, {len(finish.workspaces)}, {finish.elements}, "
+            f"lambda meta: {program_count(spec, finish, 'meta')}, {finish.launch_grid}, "
+            f"lambda {finish.count}: {tuple_text(rest)})")
 
 
 def finished(kernel: KernelPlan) -> list[Op]:
@@ -324,9 +346,8 @@ def finished_compiled(kernel: KernelPlan) -> list[Op]:
         pointers, rest, ints, constexprs = launch_args(finish)
         key = ", ".join([f'"{finish.kernel.name}"', "device_index", *(f"{p}.dtype" for p in pointers),
                          f"*map(_int_class, {tuple_text(ints)})", *constexprs])  # the pointers' dtypes: Triton's too
-        assert finish.grid.endswith(",)"), "a finish kernel's grid is one axis"
         ops += [
-            Line(f"{name}_grid = {finish.grid[:-2]}, 1, 1)  # the launch takes three sizes"),
+            Line(f"{name}_grid = {finish.launch_grid}  # the launch takes three sizes"),
             Line(f"{name}_key = ({key})"),
             Line(f"{name} = _COMPILED.get({name}_key) or _rt.compile_launch(_COMPILED, {name}_key, "
                  f"{finish.kernel.name}, {name}_grid, {', '.join(finish.args)})"),

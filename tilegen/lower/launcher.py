@@ -21,7 +21,7 @@ from tilegen.lower.checked import default_of
 from tilegen.lower.fast import FastPath, lower_fast_path
 from tilegen.lower.grid import grid_text
 from tilegen.lower.host_checks import bind_sizes, checked_names, derived_sizes, input_checks, inputs_table, shape_checks
-from tilegen.lower.launch import launch_name, launch_object, launch_ops, traced_launch, tune_key
+from tilegen.lower.launch import finish_step, launch_name, launch_object, launch_ops, traced_launch, tune_key
 from tilegen.lower.names import (
     absent_dtype,
     default_text,
@@ -235,9 +235,9 @@ def _passed(spec: m.Spec, sig: _Signature) -> str:
 def _planned(spec: m.Spec, kernel: KernelPlan, role: LauncherRole) -> bool:
     """Whether the launcher's full path, its op's fake implementation and its traced body are the
     runtime's (``Launch.run``, ``Launch.fake``, ``Launch.traced_call``) over the module's plan of a
-    call (:func:`_plan`): a pointer kernel the runtime launches, whose outputs are new, without
-    stages or a backward written over its inputs."""
-    return (kernel.runtime_launched and not spec.in_place and not role.stages and not role.over
+    call (:func:`_plan`): a pointer kernel the runtime launches (finish kernels included), whose
+    outputs are new, without stages or a backward written over its inputs."""
+    return (kernel.plan_launched and not spec.in_place and not role.stages and not role.over
             and spec.access_style not in ("descriptor", "block_ptr"))
 
 
@@ -247,8 +247,10 @@ def _plan(spec: m.Spec, kernel: KernelPlan, role: LauncherRole, checks: list[Op]
     the looped launcher's plan for rows too long for one tile, new outputs, the kernel's arguments,
     and what the runtime's ``Launch`` needs of them (``_rt.Planned``): the launch, the device, the
     outputs, whether they are empty, the grid, the arguments, the constexprs, the outputs' shapes
-    (what the fast path makes again) and the tune key. A keyword may be a symbolic int under
-    torch.compile, and a whole axis's extent a symbolic size: int() makes them constants."""
+    (what the fast path makes again), the tune key and each finish kernel's step (``_rt.Finish``:
+    the kernel's arguments leave out its workspaces, which the runtime makes for the config it
+    runs). A keyword may be a symbolic int under torch.compile, and a whole axis's extent a
+    symbolic size: int() makes them constants."""
     rows = role.rows
     route: list[Op] = []
     if rows is not None:
@@ -260,11 +262,13 @@ def _plan(spec: m.Spec, kernel: KernelPlan, role: LauncherRole, checks: list[Op]
     whole = [Line(f"{block} = 1 << (int({dim}) - 1).bit_length()") for dim, block in kernel.whole_blocks]
     launch = args.launch
     key = tune_key(spec, kernel, role.variant) if spec.tune is not None else "None"
+    made = {w for finish in kernel.finishes for w in finish.workspaces}  # the runtime's, for the config it runs
     groups = (
         (launch_name(name), "device", tuple_text(t.name.id for t in spec.outputs), _empty(spec),
          f"lambda meta: {grid_text(spec, 'meta')}"),
-        (tuple_text([a for group in launch.groups for a in group]),),
+        (tuple_text([a for group in launch.groups for a in group if a not in made]),),
         (f"dict({', '.join(launch.meta)})", tuple_text(fast.shapes), key),
+        (tuple_text(finish_step(spec, finish) for finish in kernel.finishes),) if kernel.finishes else (),
     )
     tuned = set(spec.tuned_params)
     concrete = [Line(f"{p.name.id} = _rt.concrete({p.name.id})") for p in spec.params if p.name.id not in tuned]
@@ -413,7 +417,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         # without block pointers the op runs the pointer launcher, opaque to torch.compile
         checked=checked,
         launch=launch_object(full, kernel, name, launch, planned, _refused(spec, role) if planned else ())
-        if kernel.runtime_launched else "",
+        if kernel.runtime_launched or planned else "",
         plan=plan,
         table=inputs_table(spec, name, role.rows),
         op_traced="None" if traced is None or planned else (

@@ -200,6 +200,12 @@ class FinishPlan:
     grid: str
 
     @property
+    def launch_grid(self) -> str:
+        """``grid`` with three sizes, as a compiled kernel's launch takes it."""
+        assert self.grid.endswith(",)"), "a finish kernel's grid is one axis"
+        return f"{self.grid[:-2]}, 1, 1)"
+
+    @property
     def count(self) -> str:
         """The launcher's local holding the number of programs whose partials are merged."""
         return f"{self.output}_programs"
@@ -236,9 +242,17 @@ class KernelPlan:
 
     @property
     def runtime_launched(self) -> bool:
-        """Whether the runtime's ``Launch`` launches the kernel (:func:`tilegen.lower.launch.launch_object`):
-        all but a split loop's, finish kernels', a split tail's and row pieces', which the launcher writes out."""
-        return self.split is None and not self.finishes and self.tail is None and self.pieces is None
+        """Whether the runtime's ``Launch`` launches the kernel with the arguments a launcher passes it
+        (:func:`tilegen.lower.launch.launch_object`): all but a split loop's, finish kernels', a split
+        tail's and row pieces', which the launcher writes out (finish kernels: :attr:`plan_launched`)."""
+        return self.plan_launched and not self.finishes
+
+    @property
+    def plan_launched(self) -> bool:
+        """Whether the runtime's ``Launch`` can launch the kernel over a launcher's plan of a call
+        (``_rt.Planned``): :attr:`runtime_launched`'s, and a kernel with finish kernels too, whose
+        workspaces the plan gives as functions of the config (``_rt.Finish``)."""
+        return self.split is None and self.tail is None and self.pieces is None
 
 
 @dataclass(frozen=True)
@@ -328,7 +342,8 @@ class ModulePlan:
         costs less than an attribute of ``_rt``), and what tests replace on the module."""
         kernels = (self.kernel, *(f.kernel for f in self.fallbacks), *(s.kernel for s in self.stages))
         descriptor = self.descriptor_kernel if self.descriptor_blocks is not None else None
-        written = not all(k.runtime_launched for k in kernels)  # a launch the launcher writes out
+        launchers = (self.launcher, *(f.launcher for f in self.fallbacks), *(s.launcher for s in self.stages))
+        written = not all(launcher.launch for launcher in launchers)  # a launch the launcher writes out
         names = [*([("_INTERPRET", "INTERPRET"), ("_int_class", "int_class")] if written else []),
                  ("_current_device", "current_device"), *([("_keep_launch", "keep_launch")] if written else []),
                  ("_is_compiling", "is_compiling"), ("_grad_enabled", "grad_enabled")]

@@ -862,8 +862,9 @@ def fold_grid(grid: Grid, folded: bool) -> Grid:
 @functools.cache
 def num_sms(device: torch.device) -> int:
     """The SMs of ``device`` (4 in the interpreter): the programs a persistent kernel launches, the
-    programs a split loop fills, the programs of one wave."""
-    if device.type != "cuda":
+    programs a split loop fills, the programs of one wave. A call planned for a GPU on a machine
+    without CUDA (fake tensors of a GPU device: a plan checked, never launched) also gets 4."""
+    if device.type != "cuda" or not torch.cuda.is_available():
         return 4
     return torch.cuda.get_device_properties(device).multi_processor_count
 

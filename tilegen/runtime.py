@@ -583,10 +583,8 @@ class Launch:
             start += finish.workspaces
         if arrays:
             kept = (*kept, descriptor_templates(args[:self.pointers], arrays))
-        if finishes:
-            sizes = tuple(count * finish.elements for finish, count in zip(finishes, counts, strict=True)
-                          for _ in range(finish.workspaces))
-            kept = (*kept, *sizes, *finished)
+        if finishes:  # each workspace's size, then each finish's launch
+            kept = (*kept, *(workspace.numel() for workspace in made), *finished)
         constexprs = tuple([meta[name] for name in self.constexprs])
         keep_launch(module["_FAST"], fast_key,
                     (launch, programs, device_index, device, (*args[self.pointers:], *constexprs), *kept), tuner)

@@ -268,10 +268,13 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, conf
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad)):
-        launch, grid, device_index, device, args, _c_shape, descriptors, partials = fast
+        launch, grid, device_index, device, args, _c_shape, descriptors, parts, _partials_size = fast
         T = a.dtype
         c = torch.empty(*_c_shape, device=device, dtype=T)
+        partials = torch.empty(_partials_size, device=device, dtype=torch.float32) if parts > 1 else _no_partials(device)
         launch(grid, device_index, *_rebased(descriptors, (a, b, c)), partials, *args)
+        if parts > 1:  # partial sums over parts of the loop: added up
+            _sum_partials(partials, c, parts)
         return c
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _matmul_fast_apply(a, b, GROUP_SIZE_M)
@@ -370,8 +373,7 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, conf
         )
         if parts > 1:  # partial sums over parts of the loop: added up
             _sum_partials(partials, c, parts)
-        if parts == 1:
-            _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_fast_kernel.fn), grid, None, device, (M, K, N, config["BM"], config["BN"], config["BK"], GROUP_SIZE_M, A_T, B_T, NUM_SMS), (M, N), _rt.descriptor_templates((a_desc, b_desc, c_desc, a_piece_desc, c_piece_desc, a_tail_desc, b_tail_desc, c_tail_desc), (a, b, c)), partials), _tuner)
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_fast_kernel.fn), grid, None, device, (M, K, N, config["BM"], config["BN"], config["BK"], GROUP_SIZE_M, A_T, B_T, NUM_SMS), (M, N), _rt.descriptor_templates((a_desc, b_desc, c_desc, a_piece_desc, c_piece_desc, a_tail_desc, b_tail_desc, c_tail_desc), (a, b, c)), parts, partials.numel()), _tuner)
         return c
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -395,8 +397,7 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, conf
     )
     if parts > 1:  # partial sums over parts of the loop: added up
         _sum_partials(partials, c, parts)
-    if parts == 1:
-        _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, config["BM"], config["BN"], config["BK"], GROUP_SIZE_M, A_T, B_T, NUM_SMS), (M, N), _rt.descriptor_templates((a_desc, b_desc, c_desc, a_piece_desc, c_piece_desc, a_tail_desc, b_tail_desc, c_tail_desc), (a, b, c)), partials), _tuner)
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, config["BM"], config["BN"], config["BK"], GROUP_SIZE_M, A_T, B_T, NUM_SMS), (M, N), _rt.descriptor_templates((a_desc, b_desc, c_desc, a_piece_desc, c_piece_desc, a_tail_desc, b_tail_desc, c_tail_desc), (a, b, c)), parts, partials.numel()), _tuner)
     return c
 
 
@@ -570,10 +571,13 @@ def _matmul_fast_pointers(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
-        launch, grid, device_index, device, args, _c_shape, partials = fast
+        launch, grid, device_index, device, args, _c_shape, parts, _partials_size = fast
         T = a.dtype
         c = torch.empty(*_c_shape, device=device, dtype=T)
+        partials = torch.empty(_partials_size, device=device, dtype=torch.float32) if parts > 1 else _no_partials(device)
         launch(grid, device_index, a, b, c, partials, *args)
+        if parts > 1:  # partial sums over parts of the loop: added up
+            _sum_partials(partials, c, parts)
         return c
     device, T, M, K, N = _matmul_fast_pointers_inputs("_matmul_fast_pointers", a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -620,8 +624,7 @@ def _matmul_fast_pointers(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int
         )
         if parts > 1:  # partial sums over parts of the loop: added up
             _sum_partials(partials, c, parts)
-        if parts == 1:
-            _keep_launch(_FAST, fast_key, (_rt.interpreted(_matmul_fast_pointers_kernel.fn), grid, None, device, (M, K, N, *_a_strides, *_b_strides, N, 1, config["BM"], config["BN"], config["BK"], GROUP_SIZE_M, NUM_SMS, int64), (M, N), partials), _tuner)
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_matmul_fast_pointers_kernel.fn), grid, None, device, (M, K, N, *_a_strides, *_b_strides, N, 1, config["BM"], config["BN"], config["BK"], GROUP_SIZE_M, NUM_SMS, int64), (M, N), parts, partials.numel()), _tuner)
         return c
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -647,8 +650,7 @@ def _matmul_fast_pointers(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int
     )
     if parts > 1:  # partial sums over parts of the loop: added up
         _sum_partials(partials, c, parts)
-    if parts == 1:
-        _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_b_strides, N, 1, config["BM"], config["BN"], config["BK"], GROUP_SIZE_M, NUM_SMS, int64), (M, N), partials), _tuner)
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_b_strides, N, 1, config["BM"], config["BN"], config["BK"], GROUP_SIZE_M, NUM_SMS, int64), (M, N), parts, partials.numel()), _tuner)
     return c
 
 

@@ -250,10 +250,13 @@ def matmul_fast_backward_da(dc: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: 
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dc.requires_grad or b.requires_grad)):
-        launch, grid, device_index, device, args, _da_shape, descriptors, partials = fast
+        launch, grid, device_index, device, args, _da_shape, descriptors, parts, _partials_size = fast
         T = dc.dtype
         da = torch.empty(*_da_shape, device=device, dtype=T)
+        partials = torch.empty(_partials_size, device=device, dtype=torch.float32) if parts > 1 else _no_partials(device)
         launch(grid, device_index, *_rebased(descriptors, (dc, b, da)), partials, *args)
+        if parts > 1:  # partial sums over parts of the loop: added up
+            _sum_partials(partials, da, parts)
         return da
     device, T, M, N, K = _matmul_fast_backward_da_inputs("matmul_fast_backward_da", dc, b)
     if _grad_enabled() and (getattr(dc, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
@@ -352,8 +355,7 @@ def matmul_fast_backward_da(dc: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: 
         )
         if parts > 1:  # partial sums over parts of the loop: added up
             _sum_partials(partials, da, parts)
-        if parts == 1:
-            _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_fast_backward_da_kernel.fn), grid, None, device, (M, N, K, config["BM"], config["BK"], config["BN"], GROUP_SIZE_M, DC_T, B_T, NUM_SMS), (M, K), _rt.descriptor_templates((dc_desc, b_desc, da_desc, dc_piece_desc, da_piece_desc, dc_tail_desc, b_tail_desc, da_tail_desc), (dc, b, da)), partials), _tuner)
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_fast_backward_da_kernel.fn), grid, None, device, (M, N, K, config["BM"], config["BK"], config["BN"], GROUP_SIZE_M, DC_T, B_T, NUM_SMS), (M, K), _rt.descriptor_templates((dc_desc, b_desc, da_desc, dc_piece_desc, da_piece_desc, dc_tail_desc, b_tail_desc, da_tail_desc), (dc, b, da)), parts, partials.numel()), _tuner)
         return da
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -377,8 +379,7 @@ def matmul_fast_backward_da(dc: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: 
     )
     if parts > 1:  # partial sums over parts of the loop: added up
         _sum_partials(partials, da, parts)
-    if parts == 1:
-        _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, K, config["BM"], config["BK"], config["BN"], GROUP_SIZE_M, DC_T, B_T, NUM_SMS), (M, K), _rt.descriptor_templates((dc_desc, b_desc, da_desc, dc_piece_desc, da_piece_desc, dc_tail_desc, b_tail_desc, da_tail_desc), (dc, b, da)), partials), _tuner)
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, K, config["BM"], config["BK"], config["BN"], GROUP_SIZE_M, DC_T, B_T, NUM_SMS), (M, K), _rt.descriptor_templates((dc_desc, b_desc, da_desc, dc_piece_desc, da_piece_desc, dc_tail_desc, b_tail_desc, da_tail_desc), (dc, b, da)), parts, partials.numel()), _tuner)
     return da
 
 
@@ -552,10 +553,13 @@ def _matmul_fast_backward_da_pointers(dc: torch.Tensor, b: torch.Tensor, *, GROU
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
-        launch, grid, device_index, device, args, _da_shape, partials = fast
+        launch, grid, device_index, device, args, _da_shape, parts, _partials_size = fast
         T = dc.dtype
         da = torch.empty(*_da_shape, device=device, dtype=T)
+        partials = torch.empty(_partials_size, device=device, dtype=torch.float32) if parts > 1 else _no_partials(device)
         launch(grid, device_index, dc, b, da, partials, *args)
+        if parts > 1:  # partial sums over parts of the loop: added up
+            _sum_partials(partials, da, parts)
         return da
     device, T, M, N, K = _matmul_fast_backward_da_pointers_inputs("_matmul_fast_backward_da_pointers", dc, b)
     if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -602,8 +606,7 @@ def _matmul_fast_backward_da_pointers(dc: torch.Tensor, b: torch.Tensor, *, GROU
         )
         if parts > 1:  # partial sums over parts of the loop: added up
             _sum_partials(partials, da, parts)
-        if parts == 1:
-            _keep_launch(_FAST, fast_key, (_rt.interpreted(_matmul_fast_backward_da_pointers_kernel.fn), grid, None, device, (M, N, K, *_dc_strides, *_b_strides, K, 1, config["BM"], config["BK"], config["BN"], GROUP_SIZE_M, NUM_SMS, int64), (M, K), partials), _tuner)
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_matmul_fast_backward_da_pointers_kernel.fn), grid, None, device, (M, N, K, *_dc_strides, *_b_strides, K, 1, config["BM"], config["BK"], config["BN"], GROUP_SIZE_M, NUM_SMS, int64), (M, K), parts, partials.numel()), _tuner)
         return da
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -629,8 +632,7 @@ def _matmul_fast_backward_da_pointers(dc: torch.Tensor, b: torch.Tensor, *, GROU
     )
     if parts > 1:  # partial sums over parts of the loop: added up
         _sum_partials(partials, da, parts)
-    if parts == 1:
-        _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, K, *_dc_strides, *_b_strides, K, 1, config["BM"], config["BK"], config["BN"], GROUP_SIZE_M, NUM_SMS, int64), (M, K), partials), _tuner)
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, K, *_dc_strides, *_b_strides, K, 1, config["BM"], config["BK"], config["BN"], GROUP_SIZE_M, NUM_SMS, int64), (M, K), parts, partials.numel()), _tuner)
     return da
 
 

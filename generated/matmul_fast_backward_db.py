@@ -251,10 +251,13 @@ def matmul_fast_backward_db(a: torch.Tensor, dc: torch.Tensor, *, GROUP_SIZE_M: 
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or dc.requires_grad)):
-        launch, grid, device_index, device, args, _db_shape, descriptors, partials = fast
+        launch, grid, device_index, device, args, _db_shape, descriptors, parts, _partials_size = fast
         T = a.dtype
         db = torch.empty(*_db_shape, device=device, dtype=T)
+        partials = torch.empty(_partials_size, device=device, dtype=torch.float32) if parts > 1 else _no_partials(device)
         launch(grid, device_index, *_rebased(descriptors, (a, dc, db)), partials, *args)
+        if parts > 1:  # partial sums over parts of the loop: added up
+            _sum_partials(partials, db, parts)
         return db
     device, T, M, K, N = _matmul_fast_backward_db_inputs("matmul_fast_backward_db", a, dc)
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(dc, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
@@ -353,8 +356,7 @@ def matmul_fast_backward_db(a: torch.Tensor, dc: torch.Tensor, *, GROUP_SIZE_M: 
         )
         if parts > 1:  # partial sums over parts of the loop: added up
             _sum_partials(partials, db, parts)
-        if parts == 1:
-            _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_fast_backward_db_kernel.fn), grid, None, device, (M, K, N, config["BK"], config["BN"], config["BM"], GROUP_SIZE_M, A_T, DC_T, NUM_SMS), (K, N), _rt.descriptor_templates((a_desc, dc_desc, db_desc, a_piece_desc, db_piece_desc, a_tail_desc, dc_tail_desc, db_tail_desc), (a, dc, db)), partials), _tuner)
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_fast_backward_db_kernel.fn), grid, None, device, (M, K, N, config["BK"], config["BN"], config["BM"], GROUP_SIZE_M, A_T, DC_T, NUM_SMS), (K, N), _rt.descriptor_templates((a_desc, dc_desc, db_desc, a_piece_desc, db_piece_desc, a_tail_desc, dc_tail_desc, db_tail_desc), (a, dc, db)), parts, partials.numel()), _tuner)
         return db
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -378,8 +380,7 @@ def matmul_fast_backward_db(a: torch.Tensor, dc: torch.Tensor, *, GROUP_SIZE_M: 
     )
     if parts > 1:  # partial sums over parts of the loop: added up
         _sum_partials(partials, db, parts)
-    if parts == 1:
-        _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, config["BK"], config["BN"], config["BM"], GROUP_SIZE_M, A_T, DC_T, NUM_SMS), (K, N), _rt.descriptor_templates((a_desc, dc_desc, db_desc, a_piece_desc, db_piece_desc, a_tail_desc, dc_tail_desc, db_tail_desc), (a, dc, db)), partials), _tuner)
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, config["BK"], config["BN"], config["BM"], GROUP_SIZE_M, A_T, DC_T, NUM_SMS), (K, N), _rt.descriptor_templates((a_desc, dc_desc, db_desc, a_piece_desc, db_piece_desc, a_tail_desc, dc_tail_desc, db_tail_desc), (a, dc, db)), parts, partials.numel()), _tuner)
     return db
 
 
@@ -553,10 +554,13 @@ def _matmul_fast_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *, GROU
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
-        launch, grid, device_index, device, args, _db_shape, partials = fast
+        launch, grid, device_index, device, args, _db_shape, parts, _partials_size = fast
         T = a.dtype
         db = torch.empty(*_db_shape, device=device, dtype=T)
+        partials = torch.empty(_partials_size, device=device, dtype=torch.float32) if parts > 1 else _no_partials(device)
         launch(grid, device_index, a, dc, db, partials, *args)
+        if parts > 1:  # partial sums over parts of the loop: added up
+            _sum_partials(partials, db, parts)
         return db
     device, T, M, K, N = _matmul_fast_backward_db_pointers_inputs("_matmul_fast_backward_db_pointers", a, dc)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -603,8 +607,7 @@ def _matmul_fast_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *, GROU
         )
         if parts > 1:  # partial sums over parts of the loop: added up
             _sum_partials(partials, db, parts)
-        if parts == 1:
-            _keep_launch(_FAST, fast_key, (_rt.interpreted(_matmul_fast_backward_db_pointers_kernel.fn), grid, None, device, (M, K, N, *_a_strides, *_dc_strides, N, 1, config["BK"], config["BN"], config["BM"], GROUP_SIZE_M, NUM_SMS, int64), (K, N), partials), _tuner)
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_matmul_fast_backward_db_pointers_kernel.fn), grid, None, device, (M, K, N, *_a_strides, *_dc_strides, N, 1, config["BK"], config["BN"], config["BM"], GROUP_SIZE_M, NUM_SMS, int64), (K, N), parts, partials.numel()), _tuner)
         return db
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -630,8 +633,7 @@ def _matmul_fast_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *, GROU
     )
     if parts > 1:  # partial sums over parts of the loop: added up
         _sum_partials(partials, db, parts)
-    if parts == 1:
-        _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_dc_strides, N, 1, config["BK"], config["BN"], config["BM"], GROUP_SIZE_M, NUM_SMS, int64), (K, N), partials), _tuner)
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_dc_strides, N, 1, config["BK"], config["BN"], config["BM"], GROUP_SIZE_M, NUM_SMS, int64), (K, N), parts, partials.numel()), _tuner)
     return db
 
 

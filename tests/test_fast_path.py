@@ -3,6 +3,8 @@ strides, dtypes, devices, pointer alignment, scalars, keywords, current device) 
 call did without repeating its checks. What changed after a cached call must still get the right
 kernel or the right error; the results of the fast path are those of the full one."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -224,6 +226,27 @@ def test_a_matmul_with_descriptors_takes_the_fast_path(generated, change):
     for x in (a, other, other):
         expected = (x.double() @ b.double()).to(x.dtype)
         torch.testing.assert_close(module.matmul_fast(x, b), expected, atol=2e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("layout", ["descriptors", "odd K (pointers)"])
+def test_a_split_loop_in_parts_takes_the_fast_path_and_sums_its_parts(generated, layout):
+    """A matmul whose K loop runs in parts (two output tiles, K much longer than M and N: a
+    weight's gradient over many tokens) keeps its launch too: the fast path makes the workspace
+    of the partial sums, launches, and adds the parts up, each call on its own values."""
+    module = generated("matmul_fast")
+    k = 1027 if layout == "odd K (pointers)" else 1024
+    g = torch.Generator().manual_seed(k)
+    a, b = torch.randn(8, k, generator=g), torch.randn(k, 40, generator=g)
+    config = module._CONFIGS[module._tuner.default].kwargs
+    assert module._split_grid(8, 40, k, config["BM"], config["BN"], config["BK"], torch.device("cpu"))[1] > 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the interpreter's notice of the config it runs
+        first = module.matmul_fast(a, b)
+    seen = _counted(module)
+    for x in (a, torch.randn(8, k, generator=g)):  # the same key: the kept launch, each call's own sum
+        torch.testing.assert_close(module.matmul_fast(x, b), x @ b, atol=1e-4, rtol=1e-4)
+    assert seen == [1, 1]
+    assert torch.equal(module.matmul_fast(a, b), first)
 
 
 def test_a_launcher_with_stages_takes_the_fast_path(generated):

@@ -28,10 +28,10 @@ it fast_key, and one that writes its launch out, :func:`tilegen.lower.launch.lau
 What is kept after ``(launch, grid, device_index, device, args`` (the kernel's arguments after its
 pointers): each output's shape; each finish kernel's workspace sizes and ``(launch, grid,
 args)``; the TMA descriptors' templates (``_rt.descriptor_templates``; ``_rt.rebased`` makes them
-again on the next call's tensors); a split loop's empty workspace. A launcher's stages run first
-on the fast path too, each through its own launcher. Not kept: a split loop run in several parts
-(its sum), a near tie's trial config; a launcher taking TMA descriptors and finish kernels has no
-fast path.
+again on the next call's tensors); a split loop's parts and the size of its workspace (the fast
+path makes the workspace and, for more than one part, adds the partial sums up after the launch).
+A launcher's stages run first on the fast path too, each through its own launcher. Not kept: a
+near tie's trial config; a launcher taking TMA descriptors and finish kernels has no fast path.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class FastPath:
     before, the outputs made and the kept launch run again); the rest says what the full path's
     launch keeps (:meth:`keep`): ``entry``, the text of the kernel's arguments after its pointers
     and each output's shape, then the finish kernels' workspaces and launches, the TMA
-    ``descriptors`` (made on ``arrays``) and a ``split`` loop's empty workspace."""
+    ``descriptors`` (made on ``arrays``) and a ``split`` loop's parts and workspace size."""
 
     ops: tuple[Op, ...]
     entry: str
@@ -63,8 +63,7 @@ class FastPath:
 
     def keep(self, launcher: str, index: str) -> list[Op]:
         """The full path's line keeping its launch, ``launcher`` on device ``index`` (``"None"``:
-        under the interpreter, whose finish kernels are JIT functions) for the fast path; a split
-        loop's only where it ran in one part."""
+        under the interpreter, whose finish kernels are JIT functions) for the fast path."""
         if index == "None":
             finishes = [f"(_rt.interpreted({f.kernel.name}), {f.grid}, {tuple_text(launch_args(f)[1])})"
                         for f in self.finishes]
@@ -75,10 +74,9 @@ class FastPath:
         if self.descriptors:
             kept.append(f"_rt.descriptor_templates({tuple_text(self.descriptors)}, {tuple_text(self.arrays)})")
         if self.split:
-            kept.append("partials")
+            kept += ["parts", "partials.numel()"]
         tuner = ", _tuner" if self.tuned else ""
-        line = Line(f"_keep_launch(_FAST, fast_key, ({launcher}, grid, {index}, device, {', '.join(kept)}){tuner})")
-        return [IfBlock("parts == 1", "", (line,))] if self.split else [line]
+        return [Line(f"_keep_launch(_FAST, fast_key, ({launcher}, grid, {index}, device, {', '.join(kept)}){tuner})")]
 
 
 def lower_fast_path(
@@ -120,7 +118,7 @@ def lower_fast_path(
     kept += [f"_{w}_size" for f in kernel.finishes for w in f.workspaces]
     kept += [f"_{f.output}_finish" for f in kernel.finishes]
     kept += ["descriptors"] if descriptors else []
-    kept += ["partials"] if kernel.split is not None else []  # the empty workspace of a loop in one part
+    kept += ["parts", "_partials_size"] if kernel.split is not None else []  # a split loop's parts, its workspace
     body: list[Op] = [Line(f"launch, grid, device_index, device, args{''.join(', ' + n for n in kept)} = fast")]
     sources = dtype_bindings(spec)
     for var in dict.fromkeys(t.dtype.var for t in spec.outputs if isinstance(t.dtype, m.BoundDtype)):
@@ -129,12 +127,17 @@ def lower_fast_path(
     for finish in kernel.finishes:
         body += [Line(f"{w} = torch.empty(_{w}_size, device=device, dtype=torch.float32)") for w in finish.workspaces]
     body += [Line(f"{', '.join(stage.values)} = {stage.call}") for stage in stages]
+    if kernel.split is not None:  # a workspace of partial sums where the loop runs in parts
+        body.append(Line("partials = torch.empty(_partials_size, device=device, dtype=torch.float32) "
+                         "if parts > 1 else _no_partials(device)"))
     passed = ", ".join(pointers)
     if descriptors:  # the kept descriptors' shapes, strides and blocks on this call's tensors
         rest = [a for a in pointers if not a.endswith("_desc")]
         arrays = tuple_text(t.name.id for t in spec.arrays)
         passed = ", ".join([f"*_rebased(descriptors, {arrays})", *rest])
     body.append(Line(f"launch(grid, device_index, {passed}, *args)"))
+    if kernel.split is not None:
+        body.append(sum_parts(kernel))
     for finish in kernel.finishes:  # each merges its workspaces' partials into its output
         body += [Line(f"finish, finish_grid, finish_args = _{finish.output}_finish"),
                  Line(f"finish(finish_grid, device_index, {', '.join(launch_args(finish)[0])}, *finish_args)")]
@@ -155,3 +158,13 @@ def lower_fast_path(
     return FastPath(ops, ", ".join([tuple_text(args), *outputs]), kernel.finishes, descriptors,
                     tuple(t.name.id for t in spec.arrays), kernel.split is not None, spec.tune is not None,
                     tuple(outputs))
+
+
+def sum_parts(kernel: KernelPlan) -> IfBlock:
+    """The partial sums added up into the output, where the loop ran in parts."""
+    assert kernel.split is not None, "a kernel without a split loop"
+    return IfBlock(
+        "parts > 1",
+        "partial sums over parts of the loop: added up",
+        (Line(f"_sum_partials(partials, {kernel.split.output}, parts)"),),
+    )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tilegen import model as m
 from tilegen.lower.descriptors import make_descriptors, piece_descriptors, set_blocks, smallest_block, tail_descriptors
-from tilegen.lower.fast import FastPath
+from tilegen.lower.fast import FastPath, sum_parts
 from tilegen.lower.finish import launch_args
 from tilegen.lower.grid import cdiv, grid_text
 from tilegen.lower.kernel import FOLD_FLAG, INT64_FLAG, LOOP_STAGES
@@ -362,16 +362,6 @@ def workspace(kernel: KernelPlan) -> Line:
     size = " * ".join(d for d, _ in kernel.split.tiles)
     workspace = f"torch.empty(parts * {size}, device=device, dtype=torch.float32)"
     return Line(f"partials = {workspace} if parts > 1 else _no_partials(device)")
-
-
-def sum_parts(kernel: KernelPlan) -> IfBlock:
-    """The partial sums added up into the output, where the loop ran in parts."""
-    assert kernel.split is not None, "a kernel without a split loop"
-    return IfBlock(
-        "parts > 1",
-        "partial sums over parts of the loop: added up",
-        (Line(f"_sum_partials(partials, {kernel.split.output}, parts)"),),
-    )
 
 
 def traced_launch(spec: m.Spec, kernel: KernelPlan, launch: LaunchArgs) -> list[Op]:

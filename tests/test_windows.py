@@ -92,19 +92,35 @@ def test_max_pool3d_matches_torch_on_a_grid_of_five_axes(generated, shape, k, s,
     _same(module.max_pool3d(x, k, s, p, d, BH=bh, BW=bw), F.max_pool3d(x, k, s, p, d))
 
 
-@pytest.mark.parametrize("name", ["max_pool2d", "avg_pool2d"])
+# (input's spatial shape, kernel_size, stride, padding, dilation) per window rank: overlapping
+# windows (stride below kernel_size), padding, a dilated one, odd sizes
+GRADIENT_CASES = {1: [((11,), 3, 1, 1, 2), ((9,), 4, 3, 2, 1)], 2: POOL2D[:3],
+                  3: [((5, 6, 7), 3, 2, 1, 1), ((4, 7, 5), 2, 1, 1, 1)]}
+
+
+@pytest.mark.parametrize("name", ["max_pool1d", "avg_pool1d", "max_pool2d", "avg_pool2d", "max_pool3d", "avg_pool3d"])
 def test_pooling_gradients_match_torch(generated, name):
-    """The derived backwards scatter-add each window's gradient (overlapping windows add up)."""
+    """The forwards walk their windows in index loops; their backwards (specs/*_pool*d_backward.tile)
+    scatter-add each window's gradient (overlapping windows add up), through autograd. A NaN in x:
+    max pooling's windows holding it give their gradient to it, as torch's."""
     module = generated(name)
-    for h, w, k, s, p, d in POOL2D[:3]:
-        x = _randn(2, 3, h, w, seed=k + s).requires_grad_()
-        args = (k, s, p, d) if name == "max_pool2d" else (k, s, p)
+    rank = int(name[-2])
+    for case in GRADIENT_CASES[rank]:
+        if rank == 2:
+            h, w, k, s, p, d = case
+            spatial = (h, w)
+        else:
+            spatial, k, s, p, d = case
+        x = _randn(2, 3, *spatial, seed=k + s)
+        x[1, 2][(1,) * rank] = math.nan
+        x.requires_grad_()
+        args = (k, s, p, d) if name.startswith("max") else (k, s, p)
         y = getattr(module, name)(x, *args)
         dy = _randn(*y.shape, seed=7)
         (dx,) = torch.autograd.grad(y, x, dy)
         x2 = x.detach().clone().requires_grad_()
         (expected,) = torch.autograd.grad(getattr(F, name)(x2, *args), x2, dy)
-        torch.testing.assert_close(dx, expected, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(dx, expected, rtol=1e-6, atol=1e-6, equal_nan=True)
 
 
 def test_an_output_size_below_one_is_refused(generated):

@@ -694,11 +694,11 @@ RUNS: dict[int, Run] = {
             lambda s, draw, device: (draw(s, device), torch.randint(0, s[1], (s[0],), device=device)),
             (32768, 4096), (37, 301), ((4096, 4097), (1000, 777))),
     96: Run("huber_loss", lambda p, t: F.smooth_l1_loss(p, t), _scaled_pair, (32768, 32768), (37, 301), LOSSES),
-    97: Run("attention", lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
-            lambda s, draw, device: tuple(draw(s, device) for _ in range(3)), (32, 32, 512, 1024), (2, 3, 37, 16),
-            ((32, 32, 512, 64),), launch=lambda f, q, k, v: f(q, k, v, q.shape[-1] ** -0.5)[0],
-            note="attention.tile at scale 1 / sqrt(D) (o; its rows' log-sum-exp unused); D = 1024 is one whole "
-                 "tile of each row"),
+    97: Run("attention_wide", lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+            lambda s, draw, device: tuple(draw(s, device) for _ in range(3)), (32, 32, 512, 1024), (2, 3, 37, 40),
+            ((32, 32, 512, 64),), launch=lambda f, q, k, v: f(q, k, v, q.shape[-1] ** -0.5),
+            note="attention_wide.tile at scale 1 / sqrt(D): D = 1024 in tiles (the scores summed over tiles of D, "
+                 "the output in column tiles across programs; attention.tile holds D whole)"),
     98: Run("kl_div", lambda p, t: F.kl_div(torch.log(p), t, reduction="batchmean"),
             lambda s, draw, device: ((draw(s, device) * torch.rand((), device=device)).softmax(dim=-1),
                                      draw(s, device).softmax(dim=-1)),

@@ -96,7 +96,8 @@ def train(out: Path, steps: int, batch: int, size: str, ops_name: str) -> list[f
             writer.writerow(["step", "loss", "step_ms"])
             writer.writerows([i, loss, ms] for i, (loss, ms) in enumerate(zip(losses, times, strict=True)))
         print(f"{ops_name} on {world} process(es): last loss {losses[-1]:.4f}", flush=True)
-    if world > 1:
+    if world > 1:  # every rank done (rank 0 wrote the CSV) before the group goes: gloo's teardown
+        dist.barrier()  # with a rank still inside it aborted one process ("terminate called ...")
         dist.destroy_process_group()
     return losses
 

@@ -50,13 +50,18 @@ def test_quick_takes_the_nearest_tuned_sizes_of_this_device(gpu_tuner):
         "cpu|64,64,64": module._CONFIGS[3].all_kwargs(),
         "cpu|4096,4096,4096": module._CONFIGS[5].all_kwargs(),
         "NVIDIA H100|2048,2048,2048": module._CONFIGS[7].all_kwargs(),  # another device: not used
-        "cpu|2048,2048,torch.float16": module._CONFIGS[9].all_kwargs(),  # another dtype: not used
+        "cpu|2048,2048,torch.float16": module._CONFIGS[9].all_kwargs(),  # another dtype
+        "cpu|256,256,torch.bfloat16": module._CONFIGS[11].all_kwargs(),
     }
     tuner = make(cached)
     assert tuner.tuned_index("matmul_fast", _key(2048, 2048, 2048)) == 5  # 1+1+1 octaves from 4096, 15 from 64
     assert tuner.tuned_index("matmul_fast", _key(128, 64, 64)) == 3
-    assert tuner.tuned_index("matmul_fast", _key(2048, 2048, "torch.bfloat16")) == 23  # nothing like it: default
     assert tuner.tuned_index("matmul_fast", _key(1024, 1024, "torch.float16")) == 9
+    # f16's config stands in for bf16 (the same bytes a tile) at the distance of one octave: it wins
+    # at the same sizes, bf16's own where that is nearer by more than an octave
+    assert tuner.tuned_index("matmul_fast", _key(2048, 2048, "torch.bfloat16")) == 9
+    assert tuner.tuned_index("matmul_fast", _key(512, 512, "torch.bfloat16")) == 11
+    assert tuner.tuned_index("matmul_fast", _key(2048, 2048, "torch.float32")) == 23  # nothing like it: default
 
 
 def test_quick_without_a_cache_runs_the_default_and_times_nothing(gpu_tuner):
@@ -358,7 +363,8 @@ def test_quick_falls_back_on_the_shipped_table_after_this_devices_cache(gpu_tune
     }
     assert tuner.tuned_index("matmul_fast", _key(2048, 2048, 2048)) == 3  # this device's cache, however far
     assert tuner.tuned_index("matmul_fast", _key(1024, 1024, "torch.float16")) == 9  # 1 octave from the 2048 entry
-    assert tuner.tuned_index("matmul_fast", _key(1024, 1024, "torch.bfloat16")) == 23  # nothing of this arch: default
+    assert tuner.tuned_index("matmul_fast", _key(1024, 1024, "torch.bfloat16")) == 9  # f16's stands in for bf16
+    assert tuner.tuned_index("matmul_fast", _key(1024, 1024, "torch.float32")) == 23  # nothing of this arch: default
     empty = make()
     empty.path = str(empty.path) + ".none"
     empty.shipped = tuner.shipped

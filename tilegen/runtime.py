@@ -1553,16 +1553,29 @@ def device_arch(device: torch.device) -> str:
     return f"sm_{major}{minor}"
 
 
+#: dtypes whose tuned configs stand in for each other's (the same bytes per element, so the same
+#: tiles fit and the same pipelining pays), as a tune key writes them
+_ALIKE_DTYPES = {"torch.float16": "16-bit float", "torch.bfloat16": "16-bit float"}
+
+#: what a stand-in dtype adds to a key's distance: as much as one size twice as large, so that a
+#: key's own dtype wins at sizes up to that much farther
+ALIKE_DTYPE_DISTANCE = 1.0
+
+
 def _size_distance(wanted: Sequence[str], cached: Sequence[str]) -> float | None:
     """How far the sizes of a cached key (``cached``: its parts after the device, as text) lie
     from ``wanted`` (the same for the sizes asked): the sum over differing parts of
-    ``|log2(a / b)|``; None where they differ otherwise (another number of parts, another dtype,
-    layout or variant, a size of 0)."""
+    ``|log2(a / b)|``, plus :data:`ALIKE_DTYPE_DISTANCE` for a dtype of the same size (f16 for
+    bf16); None where they differ otherwise (another number of parts, another dtype, layout or
+    variant, a size of 0)."""
     if len(wanted) != len(cached):
         return None
     distance = 0.0
     for a, b in zip(wanted, cached, strict=True):
         if a == b:
+            continue
+        if a in _ALIKE_DTYPES and _ALIKE_DTYPES[a] == _ALIKE_DTYPES.get(b):
+            distance += ALIKE_DTYPE_DISTANCE
             continue
         if not (a.isdigit() and b.isdigit()) or int(a) == 0 or int(b) == 0:
             return None
@@ -1656,7 +1669,8 @@ class Tuner:
 
     def nearest(self, tune_key: "TuneKey") -> int | None:
         """The index of the config tuned for the sizes nearest ``tune_key``'s
-        (:func:`_size_distance`; the same dtypes, layouts and variant), or None: among those
+        (:func:`_size_distance`; the same layouts and variant, the same dtypes or f16 for bf16 and
+        back), or None: among those
         cached on disk for this device, else among those shipped for its architecture
         (``shipped``, matched by the keywords the table gives)."""
         device, *sizes = tune_key

@@ -1,30 +1,34 @@
 """KernelBench level 1 problems written as specs, on the GPU against torch at the suite's
 ``get_inputs`` shapes (and smaller, odd ones): every problem benchmarks/kernelbench_problems.py maps
-to a spec (99 of the 100: matmuls 1-18, activations 19-32 and 88, norms 33-40, poolings 41-46,
-reductions 47-53, convolutions 50, 54-56, 59, 60, 62, 63, 66, 67, 76, 80, 82-85 (depthwise) and
-87, transposed convolutions 57, 58, 61, 64, 65, 68-75, 77-79 and 81 (72, 73 and 75 grouped), scans
-89-93, losses 94-100; not 86's depthwise-separable pair), each timed against its own
+to a spec (all 100: matmuls 1-18, activations 19-32 and 88, norms 33-40, poolings 41-46,
+reductions 47-53, convolutions 50, 54-56, 59, 60, 62, 63, 66, 67, 76, 80, 82-87 (depthwise, 86
+depthwise-separable) and 87, transposed convolutions 57, 58, 61, 64, 65, 68-75, 77-79 and 81 (72,
+73 and 75 grouped), scans 89-93, losses 94-96 and 98-100, attention 97), each timed against its own
 torch expression (KernelBench's ``forward``) on inputs made as the suite's ``get_inputs`` makes
 them (``torch.rand``), the module's parameters included; and two problems the suite has since
 replaced: the product over the middle dimension of 128 x 4096 x 4095 (former 50, ``torch.randn``)
 and the cosine similarity loss (former 97, 128 x 4096).
 
-``python benchmarks/kernelbench_l1.py OUT_DIR [--suite] [KERNEL | NUMBER ...]`` (every case when none
-is named; a number names a problem; ``--suite``: only the suite's own ``get_inputs`` shapes) prints
-one line per case and appends it to ``OUT_DIR/kernelbench_l1.csv`` as it goes (a header with the
-device, torch and Triton versions first when the file is new); a case that raises is reported on
-stderr and the run goes on. Per case: the tilegen function and torch's expression, each timed
-eager (launches back to back, ``triton.testing.do_bench``, L2 flushed, median of 5 interleaved rounds) and in a CUDA
-graph (``do_bench_cudagraph``); the copy roof (``copy_`` of the input's bytes, eager);
-tilegen's first call in this process (autotuning and compiling included), its max error
-against torch and, where torch counts them (matmuls, convolutions), the FLOPs and each side's
-TFLOP/s. Ratios are torch's time over tilegen's (above 1: tilegen faster).
+``python benchmarks/kernelbench_l1.py OUT_DIR [--suite] [--case-seconds=S] [KERNEL | NUMBER ...]``
+(every case when none is named; a number names a problem; ``--suite``: only the suite's own
+``get_inputs`` shapes) prints one line per case and appends it to ``OUT_DIR/kernelbench_l1.csv`` as
+it goes (a header with the device, torch and Triton versions first when the file is new); a case
+that raises, or runs past ``S`` seconds (default :data:`CASE_SECONDS`; checked between Python steps,
+so a compile in progress finishes first), is reported on stderr and the run goes on. Per case: the
+tilegen function and torch's expression, each timed eager (launches back to back,
+``triton.testing.do_bench``, L2 flushed, median of 5 interleaved rounds) and in a CUDA graph
+(``do_bench_cudagraph``); the copy roof (``copy_`` of the input's bytes, eager); tilegen's first
+call in this process (autotuning and compiling included), its max error against torch and, where
+torch counts them (matmuls, convolutions), the FLOPs and each side's TFLOP/s. Ratios are torch's
+time over tilegen's (above 1: tilegen faster).
 ``python benchmarks/kernelbench_l1.py --plot CSV`` draws a CSV's eager and graphed ratios as bars
 beside it; it needs matplotlib, not a GPU.
 """
 
+import contextlib
 import csv
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -47,6 +51,30 @@ from benchmarks.kernelbench_problems import RUNS, Run, problem  # noqa: E402
 from tilegen.runner import load_module  # noqa: E402
 
 ROUNDS = 5
+
+#: The seconds one case may take (its first call's tuning and compiling included) before the run
+#: moves on to the next: one slow case must not take a device call's whole time.
+CASE_SECONDS = 240
+
+
+class CaseTimeout(Exception):
+    """A case ran past its time (:func:`time_limit`)."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int):
+    """Raise CaseTimeout in this (the main) thread once ``seconds`` have passed inside the block:
+    SIGALRM, whose handler runs at the next Python step (a compile or a kernel launched runs on)."""
+    def expire(signum, frame):
+        raise CaseTimeout(f"past {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @dataclass(frozen=True)
@@ -170,9 +198,9 @@ def append_rows(path: Path, note: str, rows) -> None:
             torch.cuda.empty_cache()
 
 
-def main(out: Path, names: list[str], suite: bool = False) -> None:
+def main(out: Path, names: list[str], suite: bool = False, case_seconds: int = CASE_SECONDS) -> None:
     """Every case of CASES (those of a kernel or a problem number in ``names``, where given), at
-    each of its sizes (``suite``: the first, the suite's own, only)."""
+    each of its sizes (``suite``: the first, the suite's own, only), each within ``case_seconds``."""
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
 
@@ -182,7 +210,13 @@ def main(out: Path, names: list[str], suite: bool = False) -> None:
                 continue
             for sizes in which.sizes[:1] if suite else which.sizes:
                 try:
-                    row = case(which, which.make(sizes))
+                    with time_limit(case_seconds):
+                        row = case(which, which.make(sizes))
+                except CaseTimeout as error:
+                    print(f"TIMED OUT {which.problem} ({which.kernel}) at {sizes}: {error}", file=sys.stderr)
+                    torch.cuda.synchronize()
+                    torch.cuda.empty_cache()
+                    continue
                 except Exception:  # one case that fails (out of memory, a compile error) ends no run
                     print(f"FAILED {which.problem} ({which.kernel}) at {sizes}:", file=sys.stderr)
                     traceback.print_exc()
@@ -223,4 +257,6 @@ if __name__ == "__main__":
         print(plot(Path(sys.argv[2])))
     else:
         arguments = sys.argv[2:]
-        main(Path(sys.argv[1]), [a for a in arguments if a != "--suite"], "--suite" in arguments)
+        limit = [int(a.split("=", 1)[1]) for a in arguments if a.startswith("--case-seconds=")]
+        names = [a for a in arguments if a != "--suite" and not a.startswith("--case-seconds=")]
+        main(Path(sys.argv[1]), names, "--suite" in arguments, limit[-1] if limit else CASE_SECONDS)

@@ -123,6 +123,36 @@ def test_pooling_gradients_match_torch(generated, name):
         torch.testing.assert_close(dx, expected, rtol=1e-6, atol=1e-6, equal_nan=True)
 
 
+@pytest.mark.parametrize(("ceil_mode", "count_include_pad", "divisor_override", "bh", "bw"),
+                         [(1, 0, 0, 2, 8), (1, 1, 0, 4, 4), (0, 1, 5, 2, 8)])
+def test_avg_pool2d_gradient_gathers_every_window(generated, ceil_mode, count_include_pad, divisor_override, bh, bw):
+    """specs/avg_pool2d_backward.tile gathers, for each element of dx, the gradients of the windows
+    covering it over their divisors (padding, a last window of ceil_mode, overlaps, strides that
+    skip elements), at block sizes off the input's, against torch's autograd. (Autograd's route
+    through it, at the default options: test_pooling_gradients_match_torch.)"""
+    backward = generated("avg_pool2d_backward").avg_pool2d_backward
+    for h, w, k, s, p, _ in POOL2D[:3]:
+        x = _randn(2, 3, h, w, seed=h * w + k).requires_grad_()
+        y = F.avg_pool2d(x, k, s, p, bool(ceil_mode), bool(count_include_pad), divisor_override or None)
+        dy = _randn(*y.shape, seed=k)
+        (want,) = torch.autograd.grad(y, x, dy)
+        dx = backward(dy, x.detach(), k, s, p, count_include_pad, divisor_override, BH=bh, BW=bw)
+        torch.testing.assert_close(dx, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(("name", "spatial", "k", "s", "p", "block"),
+                         [("avg_pool1d", (11,), 3, 2, 1, {"BL": 4}), ("avg_pool3d", (4, 5, 6), 3, 2, 1, {})])
+def test_avg_pool_1d_3d_gradients_gather_with_ceil_mode_and_inside_taps(generated, name, spatial, k, s, p, block):
+    """avg_pool1d_backward and avg_pool3d_backward with ceil_mode's last window and the divisor of
+    the taps inside x (count_include_pad 0), against torch's autograd."""
+    backward = getattr(generated(f"{name}_backward"), f"{name}_backward")
+    x = _randn(2, 3, *spatial, seed=len(spatial)).requires_grad_()
+    y = getattr(F, name)(x, k, s, p, True, False)
+    dy = _randn(*y.shape, seed=5)
+    (want,) = torch.autograd.grad(y, x, dy)
+    torch.testing.assert_close(backward(dy, x.detach(), k, s, p, 0, **block), want, rtol=1e-6, atol=1e-6)
+
+
 def test_an_output_size_below_one_is_refused(generated):
     module = generated("max_pool2d")
     message = (r"^max_pool2d: dimension 2 of 'y', minimum\(\(H \+ 2 \* padding - dilation \* \(kernel_size - 1\) "

@@ -2,6 +2,8 @@
 a dot over ``d`` with ``k`` read transposed, a dot of a computed tile, a causal mask from index
 values. Interpreter runs against ``F.scaled_dot_product_attention`` computed in float32."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -62,7 +64,8 @@ def test_the_kernel_reads_k_transposed_and_carries_three_state_tiles():
     pointers = source[source.index("def _attention_pointers_kernel"):source.index("def _attention_pointers(")]
     # TMA: 4D descriptors, index axes z and h as blocks of 1, reshaped away; k's [n, d] tile transposed
     assert "k = k_desc.load([pid_z, pid_h, n * BN, 0]).reshape(BN, BLOCK_D).T" in kernel
-    store = "o_desc.store([pid_z, pid_h, pid_m * BM, 0], ((acc / l_i[:, None]).to(DT)).reshape(1, 1, BM, BLOCK_D))"
+    store = ("o_desc.store([pid_z, pid_h, pid_m * BM, 0], (tl.where(l_i[:, None] == 0, 0.0, acc / l_i[:, None])"
+             ".to(DT)).reshape(1, 1, BM, BLOCK_D))")
     assert store in kernel
     # pointers (rows not 16-byte aligned): a [d, n] tile of k by its strides, no copy
     assert "offs_n[None, :] * stride_k_t + offs_d[:, None] * stride_k_d" in pointers
@@ -171,3 +174,14 @@ def test_every_tune_config_matches_sdpa(attention, attention_causal, causal):
         finally:  # the module is shared with the other tests: no forced config left behind
             module._tuner.tuned.clear()
             module._FAST.clear()
+
+
+def test_no_keys_give_zeros_and_an_lse_of_minus_inf_as_torch(attention):
+    """T = 0: softmax over no keys weighs nothing, so o is 0 (torch's SDPA) and each row's
+    log-sum-exp is -inf (torch.logsumexp over an empty dimension), not 0 / 0."""
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 3, 5, 16, generator=g)
+    k, v = torch.randn(2, 3, 0, 16), torch.randn(2, 3, 0, 16)
+    o, lse = attention.attention(q, k, v, 0.25)
+    torch.testing.assert_close(o, F.scaled_dot_product_attention(q, k, v, scale=0.25))
+    assert torch.equal(o, torch.zeros_like(o)) and torch.equal(lse, torch.full_like(lse, -math.inf))

@@ -56,3 +56,11 @@ def test_a_nan_reaches_the_rows_that_read_it(generated):
     expected = _expected(q, k, v, 0.2)
     assert out[0, 1].isnan().all() and expected[0, 1].isnan().all()
     torch.testing.assert_close(out[0, 0].double(), expected[0, 0], atol=2e-3, rtol=2e-3)
+
+
+def test_no_keys_give_zeros_as_torch(generated):
+    module = generated("attention_wide")
+    q = torch.randn(1, 2, 5, 24)
+    k, v = torch.randn(1, 2, 0, 24), torch.randn(1, 2, 0, 24)
+    out = module.attention_wide(q, k, v, 0.2)
+    assert torch.equal(out, F.scaled_dot_product_attention(q, k, v, scale=0.2))

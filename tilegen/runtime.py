@@ -1555,7 +1555,7 @@ def device_arch(device: torch.device) -> str:
 
 #: dtypes whose tuned configs stand in for each other's (the same bytes per element, so the same
 #: tiles fit and the same pipelining pays), as a tune key writes them
-_ALIKE_DTYPES = {"torch.float16": "16-bit float", "torch.bfloat16": "16-bit float"}
+_ALIKE_DTYPES = frozenset({"torch.float16", "torch.bfloat16"})
 
 #: what a stand-in dtype adds to a key's distance: as much as one size twice as large, so that a
 #: key's own dtype wins at sizes up to that much farther
@@ -1574,7 +1574,7 @@ def _size_distance(wanted: Sequence[str], cached: Sequence[str]) -> float | None
     for a, b in zip(wanted, cached, strict=True):
         if a == b:
             continue
-        if a in _ALIKE_DTYPES and _ALIKE_DTYPES[a] == _ALIKE_DTYPES.get(b):
+        if a in _ALIKE_DTYPES and b in _ALIKE_DTYPES:
             distance += ALIKE_DTYPE_DISTANCE
             continue
         if not (a.isdigit() and b.isdigit()) or int(a) == 0 or int(b) == 0:

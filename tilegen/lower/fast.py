@@ -128,8 +128,7 @@ def lower_fast_path(
         body += [Line(f"{w} = torch.empty(_{w}_size, device=device, dtype=torch.float32)") for w in finish.workspaces]
     body += [Line(f"{', '.join(stage.values)} = {stage.call}") for stage in stages]
     if kernel.split is not None:  # a workspace of partial sums where the loop runs in parts
-        body.append(Line("partials = torch.empty(_partials_size, device=device, dtype=torch.float32) "
-                         "if parts > 1 else _no_partials(device)"))
+        body.append(partials_line("_partials_size"))
     passed = ", ".join(pointers)
     if descriptors:  # the kept descriptors' shapes, strides and blocks on this call's tensors
         rest = [a for a in pointers if not a.endswith("_desc")]
@@ -158,6 +157,13 @@ def lower_fast_path(
     return FastPath(ops, ", ".join([tuple_text(args), *outputs]), kernel.finishes, descriptors,
                     tuple(t.name.id for t in spec.arrays), kernel.split is not None, spec.tune is not None,
                     tuple(outputs))
+
+
+def partials_line(size: str) -> Line:
+    """The split loop's f32 workspace of ``size`` elements (text) where the loop runs in parts, an
+    empty one (``_no_partials``) where it runs in one."""
+    return Line(f"partials = torch.empty({size}, device=device, dtype=torch.float32) if parts > 1 "
+                "else _no_partials(device)")
 
 
 def sum_parts(kernel: KernelPlan) -> IfBlock:

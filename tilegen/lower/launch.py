@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tilegen import model as m
 from tilegen.lower.descriptors import make_descriptors, piece_descriptors, set_blocks, smallest_block, tail_descriptors
-from tilegen.lower.fast import FastPath, sum_parts
+from tilegen.lower.fast import FastPath, partials_line, sum_parts
 from tilegen.lower.finish import launch_args
 from tilegen.lower.grid import cdiv, grid_text
 from tilegen.lower.kernel import FOLD_FLAG, INT64_FLAG, LOOP_STAGES
@@ -359,9 +359,7 @@ def finished_compiled(kernel: KernelPlan) -> list[Op]:
 def workspace(kernel: KernelPlan) -> Line:
     """The f32 workspace of the partial sums: ``parts`` times the output (an empty one for one part)."""
     assert kernel.split is not None, "a kernel without a split loop"
-    size = " * ".join(d for d, _ in kernel.split.tiles)
-    workspace = f"torch.empty(parts * {size}, device=device, dtype=torch.float32)"
-    return Line(f"partials = {workspace} if parts > 1 else _no_partials(device)")
+    return partials_line(f"parts * {' * '.join(d for d, _ in kernel.split.tiles)}")
 
 
 def traced_launch(spec: m.Spec, kernel: KernelPlan, launch: LaunchArgs) -> list[Op]:

@@ -59,19 +59,19 @@ def conv_transpose1d_backward_dx_kernel(
     # specs/conv_transpose1d_backward_dx.tile:20: acc: f32[c, il] = 0
     acc = tl.zeros((BC, BL), dtype=tl.float32)
     # specs/conv_transpose1d_backward_dx.tile:21: for k over K
-    for k in range(0, K):
-        # specs/conv_transpose1d_backward_dx.tile:22: for o over O by BO
-        offs_o = tl.arange(0, BO)
-        w_ptrs = w_ptr + offs_c[:, None] * stride_w_c + offs_o[None, :] * stride_w_o + k * stride_w_k
-        dy_ptrs = dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + (((stride * offs_il[None, :]) + (dilation * k)) - padding) * stride_dy_l_out
-        for o in range(0, tl.cdiv(O, BO)):
-            mask_o = offs_o < O - o * BO
-            # specs/conv_transpose1d_backward_dx.tile:23: acc += dot(w[c, o, k], dy[n, o, stride * il + dilation * k - padding])
-            w = tl.load(w_ptrs, mask=mask_c[:, None] & mask_o[None, :], other=0.0)
-            dy = tl.load(dy_ptrs, mask=mask_o[:, None] & mask_il[None, :] & ((((stride * offs_il[None, :]) + (dilation * k)) - padding) >= 0) & ((((stride * offs_il[None, :]) + (dilation * k)) - padding) < L_out), other=0.0)
-            acc += tl.dot(_dot_operand(w), _dot_operand(dy))
-            w_ptrs += BO * stride_w_o
-            dy_ptrs += BO * stride_dy_o
+    # specs/conv_transpose1d_backward_dx.tile:22: for o over O by BO
+    offs_o = tl.arange(0, BO)
+    # the taps (k) and the tiles of o in one loop, software-pipelined as one
+    for k_o in range(0, K * tl.cdiv(O, BO)):
+        k = k_o % K
+        o = k_o // K
+        mask_o = offs_o < O - o * BO
+        # specs/conv_transpose1d_backward_dx.tile:23: acc += dot(w[c, o, k], dy[n, o, stride * il + dilation * k - padding])
+        w_ptrs = w_ptr + offs_c[:, None] * stride_w_c + offs_o[None, :] * stride_w_o + k * stride_w_k + o * BO * stride_w_o
+        w = tl.load(w_ptrs, mask=mask_c[:, None] & mask_o[None, :], other=0.0)
+        dy_ptrs = dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + (((stride * offs_il[None, :]) + (dilation * k)) - padding) * stride_dy_l_out + o * BO * stride_dy_o
+        dy = tl.load(dy_ptrs, mask=mask_o[:, None] & mask_il[None, :] & ((((stride * offs_il[None, :]) + (dilation * k)) - padding) >= 0) & ((((stride * offs_il[None, :]) + (dilation * k)) - padding) < L_out), other=0.0)
+        acc += tl.dot(_dot_operand(w), _dot_operand(dy))
     # specs/conv_transpose1d_backward_dx.tile:24: dx[n, c, il] = T(acc)
     mask_cil = mask_c[:, None] & mask_il[None, :]
     dx_ptrs = dx_ptr + pid_n * stride_dx_n + offs_c[:, None] * stride_dx_c + offs_il[None, :] * stride_dx_l

@@ -64,21 +64,21 @@ def conv_transpose2d_backward_dx_kernel(
     # specs/conv_transpose2d_backward_dx.tile:24: acc: f32[c, iw] = 0
     acc = tl.zeros((BC, BW), dtype=tl.float32)
     # specs/conv_transpose2d_backward_dx.tile:25: for kh over KH
-    for kh in range(0, KH):
-        # specs/conv_transpose2d_backward_dx.tile:26: for kw over KW
-        for kw in range(0, KW):
-            # specs/conv_transpose2d_backward_dx.tile:27: for o over O by BO
-            offs_o = tl.arange(0, BO)
-            weight_ptrs = weight_ptr + offs_c[:, None] * stride_weight_c + offs_o[None, :] * stride_weight_o + kh * stride_weight_kh + kw * stride_weight_kw
-            dy_ptrs = dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + (((sh * pid_ih) + (dh * kh)) - ph) * stride_dy_h_out + (((sw * offs_iw[None, :]) + (dw * kw)) - pw) * stride_dy_w_out
-            for o in range(0, tl.cdiv(O, BO)):
-                mask_o = offs_o < O - o * BO
-                # specs/conv_transpose2d_backward_dx.tile:28: acc += dot(weight[c, o, kh, kw], dy[n, o, sh * ih + dh * kh - ph, sw * iw + dw * kw - pw])
-                weight = tl.load(weight_ptrs, mask=mask_c[:, None] & mask_o[None, :], other=0.0)
-                dy = tl.load(dy_ptrs, mask=tl.where(((((sh * pid_ih) + (dh * kh)) - ph) >= 0) & ((((sh * pid_ih) + (dh * kh)) - ph) < H_out), mask_o[:, None] & mask_iw[None, :] & ((((sw * offs_iw[None, :]) + (dw * kw)) - pw) >= 0) & ((((sw * offs_iw[None, :]) + (dw * kw)) - pw) < W_out), False), other=0.0)
-                acc += tl.dot(_dot_operand(weight), _dot_operand(dy))
-                weight_ptrs += BO * stride_weight_o
-                dy_ptrs += BO * stride_dy_o
+    # specs/conv_transpose2d_backward_dx.tile:26: for kw over KW
+    # specs/conv_transpose2d_backward_dx.tile:27: for o over O by BO
+    offs_o = tl.arange(0, BO)
+    # the taps (kh, kw) and the tiles of o in one loop, software-pipelined as one
+    for kh_kw_o in range(0, KH * KW * tl.cdiv(O, BO)):
+        kh = kh_kw_o // KW % KH
+        kw = kh_kw_o % KW
+        o = kh_kw_o // (KH * KW)
+        mask_o = offs_o < O - o * BO
+        # specs/conv_transpose2d_backward_dx.tile:28: acc += dot(weight[c, o, kh, kw], dy[n, o, sh * ih + dh * kh - ph, sw * iw + dw * kw - pw])
+        weight_ptrs = weight_ptr + offs_c[:, None] * stride_weight_c + offs_o[None, :] * stride_weight_o + kh * stride_weight_kh + kw * stride_weight_kw + o * BO * stride_weight_o
+        weight = tl.load(weight_ptrs, mask=mask_c[:, None] & mask_o[None, :], other=0.0)
+        dy_ptrs = dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + (((sh * pid_ih) + (dh * kh)) - ph) * stride_dy_h_out + (((sw * offs_iw[None, :]) + (dw * kw)) - pw) * stride_dy_w_out + o * BO * stride_dy_o
+        dy = tl.load(dy_ptrs, mask=tl.where(((((sh * pid_ih) + (dh * kh)) - ph) >= 0) & ((((sh * pid_ih) + (dh * kh)) - ph) < H_out), mask_o[:, None] & mask_iw[None, :] & ((((sw * offs_iw[None, :]) + (dw * kw)) - pw) >= 0) & ((((sw * offs_iw[None, :]) + (dw * kw)) - pw) < W_out), False), other=0.0)
+        acc += tl.dot(_dot_operand(weight), _dot_operand(dy))
     # specs/conv_transpose2d_backward_dx.tile:29: dx[n, c, ih, iw] = T(acc)
     mask_ciw = mask_c[:, None] & mask_iw[None, :]
     dx_ptrs = dx_ptr + pid_n * stride_dx_n + offs_c[:, None] * stride_dx_c + pid_ih * stride_dx_h + offs_iw[None, :] * stride_dx_w

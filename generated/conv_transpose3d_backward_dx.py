@@ -66,23 +66,23 @@ def conv_transpose3d_backward_dx_kernel(
     # specs/conv_transpose3d_backward_dx.tile:20: acc: f32[c, v] = 0
     acc = tl.zeros((BC, BW), dtype=tl.float32)
     # specs/conv_transpose3d_backward_dx.tile:21: for kd over KD
-    for kd in range(0, KD):
-        # specs/conv_transpose3d_backward_dx.tile:22: for kh over KH
-        for kh in range(0, KH):
-            # specs/conv_transpose3d_backward_dx.tile:23: for kw over KW
-            for kw in range(0, KW):
-                # specs/conv_transpose3d_backward_dx.tile:24: for o over O by BO
-                offs_o = tl.arange(0, BO)
-                w_ptrs = w_ptr + offs_c[:, None] * stride_w_c + offs_o[None, :] * stride_w_o + kd * stride_w_kd + kh * stride_w_kh + kw * stride_w_kw
-                dy_ptrs = dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + (((stride * pid_i) + (dilation * kd)) - padding) * stride_dy_d_out + (((stride * pid_h) + (dilation * kh)) - padding) * stride_dy_h_out + (((stride * offs_v[None, :]) + (dilation * kw)) - padding) * stride_dy_w_out
-                for o in range(0, tl.cdiv(O, BO)):
-                    mask_o = offs_o < O - o * BO
-                    # specs/conv_transpose3d_backward_dx.tile:25: acc += dot(w[c, o, kd, kh, kw], dy[n, o, stride * i + dilation * kd - padding, stride * h + dilation * kh - padding, stride * v + dilation * kw - padding])
-                    w = tl.load(w_ptrs, mask=mask_c[:, None] & mask_o[None, :], other=0.0)
-                    dy = tl.load(dy_ptrs, mask=tl.where(((((stride * pid_i) + (dilation * kd)) - padding) >= 0) & ((((stride * pid_i) + (dilation * kd)) - padding) < D_out) & ((((stride * pid_h) + (dilation * kh)) - padding) >= 0) & ((((stride * pid_h) + (dilation * kh)) - padding) < H_out), mask_o[:, None] & mask_v[None, :] & ((((stride * offs_v[None, :]) + (dilation * kw)) - padding) >= 0) & ((((stride * offs_v[None, :]) + (dilation * kw)) - padding) < W_out), False), other=0.0)
-                    acc += tl.dot(_dot_operand(w), _dot_operand(dy))
-                    w_ptrs += BO * stride_w_o
-                    dy_ptrs += BO * stride_dy_o
+    # specs/conv_transpose3d_backward_dx.tile:22: for kh over KH
+    # specs/conv_transpose3d_backward_dx.tile:23: for kw over KW
+    # specs/conv_transpose3d_backward_dx.tile:24: for o over O by BO
+    offs_o = tl.arange(0, BO)
+    # the taps (kd, kh, kw) and the tiles of o in one loop, software-pipelined as one
+    for kd_kh_kw_o in range(0, KD * KH * KW * tl.cdiv(O, BO)):
+        kd = kd_kh_kw_o // (KH * KW) % KD
+        kh = kd_kh_kw_o // KW % KH
+        kw = kd_kh_kw_o % KW
+        o = kd_kh_kw_o // (KD * KH * KW)
+        mask_o = offs_o < O - o * BO
+        # specs/conv_transpose3d_backward_dx.tile:25: acc += dot(w[c, o, kd, kh, kw], dy[n, o, stride * i + dilation * kd - padding, stride * h + dilation * kh - padding, stride * v + dilation * kw - padding])
+        w_ptrs = w_ptr + offs_c[:, None] * stride_w_c + offs_o[None, :] * stride_w_o + kd * stride_w_kd + kh * stride_w_kh + kw * stride_w_kw + o * BO * stride_w_o
+        w = tl.load(w_ptrs, mask=mask_c[:, None] & mask_o[None, :], other=0.0)
+        dy_ptrs = dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + (((stride * pid_i) + (dilation * kd)) - padding) * stride_dy_d_out + (((stride * pid_h) + (dilation * kh)) - padding) * stride_dy_h_out + (((stride * offs_v[None, :]) + (dilation * kw)) - padding) * stride_dy_w_out + o * BO * stride_dy_o
+        dy = tl.load(dy_ptrs, mask=tl.where(((((stride * pid_i) + (dilation * kd)) - padding) >= 0) & ((((stride * pid_i) + (dilation * kd)) - padding) < D_out) & ((((stride * pid_h) + (dilation * kh)) - padding) >= 0) & ((((stride * pid_h) + (dilation * kh)) - padding) < H_out), mask_o[:, None] & mask_v[None, :] & ((((stride * offs_v[None, :]) + (dilation * kw)) - padding) >= 0) & ((((stride * offs_v[None, :]) + (dilation * kw)) - padding) < W_out), False), other=0.0)
+        acc += tl.dot(_dot_operand(w), _dot_operand(dy))
     # specs/conv_transpose3d_backward_dx.tile:26: dx[n, c, i, h, v] = T(acc)
     mask_cv = mask_c[:, None] & mask_v[None, :]
     dx_ptrs = dx_ptr + pid_n * stride_dx_n + offs_c[:, None] * stride_dx_c + pid_i * stride_dx_d + pid_h * stride_dx_h + offs_v[None, :] * stride_dx_w

@@ -265,6 +265,51 @@ def test_an_index_loop_takes_no_split(compiled):
         compiled(INDEX_LOOP.replace("for j over J", "for j over J split"), "taps_split")
 
 
+TAPS_OVER_DOT = """
+kernel taps_dot
+  in  x: f32[I, J, M, K]
+  in  w: f32[I, J, K, N]
+  out y: f32[M, N]
+  block BM, BN, BK
+  grid  m over M by BM, n over N by BN
+  tune key M, N, K
+    config BM = 16, BN = 16, BK = 16, num_warps = 4, num_stages = 1
+    config BM = 32, BN = 16, BK = 32, num_warps = 4, num_stages = 2
+  acc: f32[m, n] = 0
+  for i over I
+    for j over J
+      for k over K by BK
+        acc += dot(x[i, j, m, k], w[i, j, k, n])
+  y[m, n] = acc
+"""
+
+
+def _kernel_loops(module, name: str) -> list[str]:
+    """The ``for`` lines of the module's ``<name>_kernel``."""
+    source = open(module.__file__, encoding="utf-8").read()
+    start = source.index(f"def {name}_kernel(")
+    return [line.strip() for line in source[start:source.index("\n\n\n", start)].splitlines()
+            if line.strip().startswith("for ")]
+
+
+@pytest.mark.parametrize("config", [0, 1])
+def test_index_loops_around_a_dot_loop_run_as_one_loop(compiled, config):
+    """``for i over I / for j over J / for k over K by BK`` around ``acc += dot(..)`` is one loop
+    whose step's digits are i, j and the tile of k (what Triton can software-pipeline), and its
+    sum is the nested one's: every (i, j) pair once, k's masked tail included (K = 37 is no
+    multiple of BK); a statement between the loops keeps them nested, with the same sum."""
+    module = compiled(TAPS_OVER_DOT, "taps_dot")
+    assert _kernel_loops(module, "taps_dot") == ["for i_j_k in range(0, I * J * tl.cdiv(K, BK)):"]
+    x, w = randn(3, 2, 19, 37), randn(3, 2, 37, 23, seed=1)
+    want = torch.einsum("ijmk,ijkn->mn", x, w)
+    torch.testing.assert_close(module.taps_dot(x, w, config=config), want, atol=1e-4, rtol=1e-4)
+    source = TAPS_OVER_DOT.replace("kernel taps_dot", "kernel taps_nested").replace("acc += dot(", "acc += s * dot(")
+    nested = compiled(source.replace("    for j over J\n", "    for j over J\n      s = j + 1\n"), "taps_nested")
+    assert _kernel_loops(nested, "taps_nested")[:2] == ["for i in range(0, I):", "for j in range(0, J):"]
+    weighted = torch.einsum("ijmk,ijkn,j->mn", x, w, torch.arange(1.0, 3.0, device=DEVICE))
+    torch.testing.assert_close(nested.taps_nested(x, w, config=config), weighted, atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize(("stride", "padding", "dilation", "dtype"), [
     ((1, 1), (0, 0), (1, 1), torch.float32), ((2, 3), (1, 2), (1, 2), torch.float32),
     ((2, 1), (1, 0), (2, 1), torch.bfloat16),

@@ -44,14 +44,22 @@ class Loops:
         self.access = access
         self.statement = statement
 
-    def dot_loop(self, loop: m.Loop) -> list[Op]:
+    def dot_loop(self, loop: m.Loop, taps: tuple[m.Loop, ...] = ()) -> list[Op]:
         """``acc += dot(a[m, k], b[k, n])`` over tiles of k: pointers (or block pointers) made
-        once before the loop and advanced each step; a masked loop masks the K tail."""
+        once before the loop and advanced each step; a masked loop masks the K tail.
+
+        ``taps``, the index loops around it (a convolution's ``for kh over KH``, ``for kw over
+        KW``; see :func:`taps_chain`), become digits of one loop with it: step ``i`` of
+        ``range(0, KH * KW * tl.cdiv(C, BC))`` runs tap ``(i // KW % KH, i % KW)`` on tile
+        ``i // (KH * KW)`` of k, its pointers made from those digits. Triton software-pipelines
+        only a loop with no loop inside it, and a few tiles of k per tap (3 to 64 channels) leave
+        an inner loop too short to pipeline; one loop over all of them keeps the next tiles'
+        loads in flight while a ``dot`` runs."""
         state = self.state
         axis = loop.axis
         k = axis.name.id
         block = block_of(axis)
-        ops: list[Op] = [state.comment(loop.span)]
+        ops: list[Op] = [*(state.comment(t.span) for t in taps), state.comment(loop.span)]
         block_ptrs = state.spec.access_style == "block_ptr"
         descriptors = state.spec.access_style == "descriptor"
         step = state.fresh(k)
@@ -65,6 +73,22 @@ class Loops:
         tiles = f"tl.cdiv({axis.dim.id}, {block})"
         first = "0"
         iterable = f"range(0, {tiles})"
+        digits: list[Op] = []
+        loop_var = step
+        if taps:  # one loop over the taps (fastest, the innermost last) and the tiles of k
+            flat = state.fresh("_".join([t.axis.name.id for t in taps] + [k]))
+            extents = [t.axis.dim.id for t in taps]
+            iterable = f"range(0, {' * '.join(extents)} * {tiles})"
+            inside: list[str] = []  # the extents of the taps inside this one
+            for tap, extent in reversed(list(zip(taps, extents, strict=True))):
+                index = state.fresh(tap.axis.name.id)
+                state.axes[tap.axis.name.id] = AxisInfo(index, None, extent, "1", index, scalar=True)
+                digits.insert(0, Line(f"{index} = {flat}{_over(inside)} % {extent}"))
+                inside.insert(0, extent)
+            digits.append(Line(f"{step} = {flat}{_over(inside)}"))
+            loop_var = flat
+            ops.append(Comment(f"the taps ({', '.join(t.axis.name.id for t in taps)}) and the tiles of {k} in one "
+                               "loop, software-pipelined as one"))
         if loop.split:  # this program's part of the loop: tl.num_programs(..) programs share the tile
             split = state.split
             assert split is not None, "a split loop without its plan"
@@ -82,7 +106,7 @@ class Loops:
         if block_ptrs and axis.masked:
             state.axes[k].mask = "checked"  # a block pointer checks the bounds of a masked axis
         advances: list[str] = []
-        body: list[Op] = []
+        body: list[Op] = digits
         if mask_k:
             body.append(Line(f"{mask_k} = {offs} < {axis.dim.id} - {step} * {block}"))
         def operand_tile(number: int, operand: m.Load, into: list[Op], bf16: bool) -> str:
@@ -106,10 +130,13 @@ class Loops:
             else:
                 ptr, mask = self.access.pointer_expr(operand, context, None, load=True)
                 var = state.fresh(f"{tensor.name.id}_ptrs")
-                ops.append(Line(f"{var} = {ptr}"))
+                if taps:  # made each step, at the step's tap and tile of k
+                    into.append(Line(f"{var} = {ptr} + {step} * {block} * {stride_name(tensor, position)}"))
+                else:
+                    ops.append(Line(f"{var} = {ptr}"))
+                    advances.append(f"{var} += {block} * {stride_name(tensor, position)}")
                 load = f"{tile} = tl.load({var}, mask={mask}, other=0.0)" if mask else f"{tile} = tl.load({var})"
                 into.append(Line(load))
-                advances.append(f"{var} += {block} * {stride_name(tensor, position)}")
             if (descriptors or block_ptrs) and own != context:  # a tile in the tensor's order
                 into.append(Line(f"{tile} = tl.trans({tile})"))
             if bf16:  # see BF16_DOT_FLAG: the interpreter upcasts them
@@ -137,13 +164,16 @@ class Loops:
         body += [Line(a) for a in advances]
         if first != "0" and advances:  # pointers start at the part's first tile of k
             ops += [Line(a.replace(" += ", f" += {first} * ", 1)) for a in advances]
-        ops.append(ForLoop(step, iterable, tuple(body)))
+        ops.append(ForLoop(loop_var, iterable, tuple(body)))
         return ops
 
     def index_loop(self, loop: m.Loop) -> list[Op]:
         """A loop over the indices of a dimension (``for kh over K``, no block): each step's index
         is one number, as a batch axis's program id is, so the body's tiles do not grow by it
         (a convolution's window taps, the query heads a key head serves)."""
+        chain = taps_chain(loop, self.state)
+        if chain:
+            return self.dot_loop(chain[-1], chain[:-1])
         state = self.state
         axis = loop.axis
         k = axis.name.id
@@ -342,6 +372,29 @@ class Loops:
                 assert identity is not None, f"{extremum} has no identity"
                 guarded[name] = identity
         return guarded
+
+
+def taps_chain(loop: m.Loop, state: KernelState) -> tuple[m.Loop, ...]:
+    """The index loops from ``loop`` in, each the only statement of the one around it, then the
+    dot loop they hold (``for kh over KH: for kw over KW: for c over C by BC: acc += dot(..)``),
+    outermost first, where :meth:`Loops.dot_loop` can run them as one loop: pointers (not block
+    pointers or descriptors), a loop not split across programs, operands in one row piece. Empty
+    where ``loop`` is not such a chain."""
+    chain = [loop]
+    while chain[-1].axis.is_index and len(chain[-1].body) == 1 and isinstance(chain[-1].body[0], m.Loop):
+        chain.append(chain[-1].body[0])
+    last = chain[-1]
+    if (len(chain) < 2 or not m.is_dot_loop(last) or last.split or state.spec.access_style != "pointers"
+            or any(pieced(state, _dot_step(s)[2][0].index) for s in last.body)):
+        return ()
+    return tuple(chain)
+
+
+def _over(extents: list[str]) -> str:
+    """`` // E`` or `` // (E1 * E2)``: a flat loop's step divided down to a digit's place."""
+    if not extents:
+        return ""
+    return f" // {extents[0]}" if len(extents) == 1 else f" // ({' * '.join(extents)})"
 
 
 def _dot_step(stmt: m.Stmt) -> tuple[m.Accumulate, m.Call, tuple[m.Load, m.Load]]:

@@ -60,30 +60,21 @@ def conv1d_backward_dw_kernel(
     # specs/conv1d_backward_dw.tile:22: acc: f32[o, c] = 0
     acc = tl.zeros((BO, BC), dtype=tl.float32)
     # specs/conv1d_backward_dw.tile:23: for n over N
-    for n in range(0, N):
-        # specs/conv1d_backward_dw.tile:24: for ol over L_out by BL
-        # tiles of ol inside L_out: no masks
-        for ol in range(0, L_out // BL):
-            offs_ol = ol * BL + tl.arange(0, BL)
-            if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-                offs_ol = offs_ol.to(tl.int64)
-            # specs/conv1d_backward_dw.tile:25: acc += dot(dy[n, o, ol], x[n, c, stride * ol + dilation * k - padding])
-            dy = tl.load(dy_ptr + n * stride_dy_n + offs_o[:, None] * stride_dy_o + offs_ol[None, :] * stride_dy_l_out, mask=mask_o[:, None], other=0.0)
-            mask_olc = mask_c[None, :] & ((((stride * offs_ol[:, None]) + (dilation * pid_k)) - padding) >= 0) & ((((stride * offs_ol[:, None]) + (dilation * pid_k)) - padding) < L)
-            x = tl.load(x_ptr + n * stride_x_n + offs_c[None, :] * stride_x_c + (((stride * offs_ol[:, None]) + (dilation * pid_k)) - padding) * stride_x_l, mask=mask_olc, other=0.0)
-            acc += tl.dot(_dot_operand(dy), _dot_operand(x))
-        # the last tile, if L_out % BL != 0: masked
-        for ol in range(L_out // BL, tl.cdiv(L_out, BL)):
-            offs_ol = ol * BL + tl.arange(0, BL)
-            if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-                offs_ol = offs_ol.to(tl.int64)
-            mask_ol = offs_ol < L_out
-            # specs/conv1d_backward_dw.tile:25: acc += dot(dy[n, o, ol], x[n, c, stride * ol + dilation * k - padding])
-            mask_ool = mask_o[:, None] & mask_ol[None, :]
-            dy = tl.load(dy_ptr + n * stride_dy_n + offs_o[:, None] * stride_dy_o + offs_ol[None, :] * stride_dy_l_out, mask=mask_ool, other=0.0)
-            mask_olc = mask_c[None, :] & mask_ol[:, None] & ((((stride * offs_ol[:, None]) + (dilation * pid_k)) - padding) >= 0) & ((((stride * offs_ol[:, None]) + (dilation * pid_k)) - padding) < L)
-            x = tl.load(x_ptr + n * stride_x_n + offs_c[None, :] * stride_x_c + (((stride * offs_ol[:, None]) + (dilation * pid_k)) - padding) * stride_x_l, mask=mask_olc, other=0.0)
-            acc += tl.dot(_dot_operand(dy), _dot_operand(x))
+    # specs/conv1d_backward_dw.tile:24: for ol over L_out by BL
+    # the taps (n) and every tile of ol in one loop, masked
+    for n_ol in range(0, N * tl.cdiv(L_out, BL)):
+        n = n_ol % N
+        ol = n_ol // N
+        offs_ol = ol * BL + tl.arange(0, BL)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_ol = offs_ol.to(tl.int64)
+        mask_ol = offs_ol < L_out
+        # specs/conv1d_backward_dw.tile:25: acc += dot(dy[n, o, ol], x[n, c, stride * ol + dilation * k - padding])
+        mask_ool = mask_o[:, None] & mask_ol[None, :]
+        dy = tl.load(dy_ptr + n * stride_dy_n + offs_o[:, None] * stride_dy_o + offs_ol[None, :] * stride_dy_l_out, mask=mask_ool, other=0.0)
+        mask_olc = mask_c[None, :] & mask_ol[:, None] & ((((stride * offs_ol[:, None]) + (dilation * pid_k)) - padding) >= 0) & ((((stride * offs_ol[:, None]) + (dilation * pid_k)) - padding) < L)
+        x = tl.load(x_ptr + n * stride_x_n + offs_c[None, :] * stride_x_c + (((stride * offs_ol[:, None]) + (dilation * pid_k)) - padding) * stride_x_l, mask=mask_olc, other=0.0)
+        acc += tl.dot(_dot_operand(dy), _dot_operand(x))
     # specs/conv1d_backward_dw.tile:26: dw[o, c, k] = T(acc)
     mask_oc = mask_o[:, None] & mask_c[None, :]
     dw_ptrs = dw_ptr + offs_o[:, None] * stride_dw_o + offs_c[None, :] * stride_dw_c + pid_k * stride_dw_k

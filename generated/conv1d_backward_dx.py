@@ -61,34 +61,24 @@ def conv1d_backward_dx_kernel(
     # specs/conv1d_backward_dx.tile:22: acc: f32[c, l] = 0
     acc = tl.zeros((BC, BL), dtype=tl.float32)
     # specs/conv1d_backward_dx.tile:23: for k over K
-    for k in range(0, K):
+    # specs/conv1d_backward_dx.tile:25: for o over O by BO
+    # the taps (k) and every tile of o in one loop, masked
+    for k_o in range(0, K * tl.cdiv(O, BO)):
+        k = k_o % K
+        o = k_o // K
         # specs/conv1d_backward_dx.tile:24: a = l + padding - dilation * k
         a = offs_l + padding - dilation * k
-        # specs/conv1d_backward_dx.tile:25: for o over O by BO
-        # tiles of o inside O: no masks
-        for o in range(0, O // BO):
-            offs_o = o * BO + tl.arange(0, BO)
-            if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-                offs_o = offs_o.to(tl.int64)
-            # specs/conv1d_backward_dx.tile:26: acc += dot(w[o, c, k], where(a % stride == 0, dy[n, o, a // stride], 0))
-            w = tl.load(w_ptr + offs_o[None, :] * stride_w_o + offs_c[:, None] * stride_w_c + k * stride_w_k, mask=mask_c[:, None], other=0.0)
-            dy_l_out_index = floor_divide(((offs_l[None, :] + padding) - (dilation * k)), stride)
-            mask_ol = mask_l[None, :] & (dy_l_out_index >= 0) & (dy_l_out_index < L_out)
-            dy = tl.load(dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + dy_l_out_index * stride_dy_l_out, mask=mask_ol & ((a[None, :] % stride) == 0), other=0)
-            acc += tl.dot(_dot_operand(w), _dot_operand(tl.where((a[None, :] % stride) == 0, dy, 0)))
-        # the last tile, if O % BO != 0: masked
-        for o in range(O // BO, tl.cdiv(O, BO)):
-            offs_o = o * BO + tl.arange(0, BO)
-            if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-                offs_o = offs_o.to(tl.int64)
-            mask_o = offs_o < O
-            # specs/conv1d_backward_dx.tile:26: acc += dot(w[o, c, k], where(a % stride == 0, dy[n, o, a // stride], 0))
-            mask_co = mask_o[None, :] & mask_c[:, None]
-            w = tl.load(w_ptr + offs_o[None, :] * stride_w_o + offs_c[:, None] * stride_w_c + k * stride_w_k, mask=mask_co, other=0.0)
-            dy_l_out_index = floor_divide(((offs_l[None, :] + padding) - (dilation * k)), stride)
-            mask_ol = mask_o[:, None] & mask_l[None, :] & (dy_l_out_index >= 0) & (dy_l_out_index < L_out)
-            dy = tl.load(dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + dy_l_out_index * stride_dy_l_out, mask=mask_ol & ((a[None, :] % stride) == 0), other=0)
-            acc += tl.dot(_dot_operand(w), _dot_operand(tl.where(mask_o[:, None], tl.where((a[None, :] % stride) == 0, dy, 0), 0.0)))
+        offs_o = o * BO + tl.arange(0, BO)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_o = offs_o.to(tl.int64)
+        mask_o = offs_o < O
+        # specs/conv1d_backward_dx.tile:26: acc += dot(w[o, c, k], where(a % stride == 0, dy[n, o, a // stride], 0))
+        mask_co = mask_o[None, :] & mask_c[:, None]
+        w = tl.load(w_ptr + offs_o[None, :] * stride_w_o + offs_c[:, None] * stride_w_c + k * stride_w_k, mask=mask_co, other=0.0)
+        dy_l_out_index = floor_divide(((offs_l[None, :] + padding) - (dilation * k)), stride)
+        mask_ol = mask_o[:, None] & mask_l[None, :] & (dy_l_out_index >= 0) & (dy_l_out_index < L_out)
+        dy = tl.load(dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + dy_l_out_index * stride_dy_l_out, mask=mask_ol & ((a[None, :] % stride) == 0), other=0)
+        acc += tl.dot(_dot_operand(w), _dot_operand(tl.where(mask_o[:, None], tl.where((a[None, :] % stride) == 0, dy, 0), 0.0)))
     # specs/conv1d_backward_dx.tile:27: dx[n, c, l] = T(acc)
     mask_cl = mask_c[:, None] & mask_l[None, :]
     dx_ptrs = dx_ptr + pid_n * stride_dx_n + offs_c[:, None] * stride_dx_c + offs_l[None, :] * stride_dx_l

@@ -67,42 +67,31 @@ def conv_transpose2d_kernel(
     # specs/conv_transpose2d.tile:37: acc: f32[ow, o] = 0
     acc = tl.zeros((BW, BO), dtype=tl.float32)
     # specs/conv_transpose2d.tile:38: for kh over KH
-    for kh in range(0, KH):
-        # specs/conv_transpose2d.tile:39: for kw over KW
-        for kw in range(0, KW):
-            # specs/conv_transpose2d.tile:40: h = oh + ph - dh * kh
-            h = pid_oh + ph - dh * kh
-            # specs/conv_transpose2d.tile:41: v = ow + pw - dw * kw
-            v = offs_ow + pw - dw * kw
-            # specs/conv_transpose2d.tile:42: divides = (h % sh == 0) & (v % sw == 0)
-            divides = tl.where((h % sh) == 0, (v % sw) == 0, False)
-            # specs/conv_transpose2d.tile:43: for c over C by BC
-            # tiles of c inside C: no masks
-            for c in range(0, C // BC):
-                offs_c = c * BC + tl.arange(0, BC)
-                if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-                    offs_c = offs_c.to(tl.int64)
-                # specs/conv_transpose2d.tile:44: acc += dot(where(divides, x[n, c, h // sh, v // sw], 0), weight[c, o, kh, kw])
-                x_h_index = floor_divide(((pid_oh + ph) - (dh * kh)), sh)
-                x_w_index = floor_divide(((offs_ow[:, None] + pw) - (dw * kw)), sw)
-                mask_owc = tl.where((x_h_index >= 0) & (x_h_index < H), mask_ow[:, None] & (x_w_index >= 0) & (x_w_index < W), False)
-                x = tl.load(x_ptr + pid_n * stride_x_n + offs_c[None, :] * stride_x_c + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0)
-                weight = tl.load(weight_ptr + offs_c[:, None] * stride_weight_c + offs_o[None, :] * stride_weight_o + kh * stride_weight_kh + kw * stride_weight_kw, mask=mask_o[None, :], other=0.0)
-                acc += tl.dot(_dot_operand(tl.where(divides[:, None], x, 0)), _dot_operand(weight))
-            # the last tile, if C % BC != 0: masked
-            for c in range(C // BC, tl.cdiv(C, BC)):
-                offs_c = c * BC + tl.arange(0, BC)
-                if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-                    offs_c = offs_c.to(tl.int64)
-                mask_c = offs_c < C
-                # specs/conv_transpose2d.tile:44: acc += dot(where(divides, x[n, c, h // sh, v // sw], 0), weight[c, o, kh, kw])
-                x_h_index = floor_divide(((pid_oh + ph) - (dh * kh)), sh)
-                x_w_index = floor_divide(((offs_ow[:, None] + pw) - (dw * kw)), sw)
-                mask_owc = tl.where((x_h_index >= 0) & (x_h_index < H), mask_c[None, :] & mask_ow[:, None] & (x_w_index >= 0) & (x_w_index < W), False)
-                x = tl.load(x_ptr + pid_n * stride_x_n + offs_c[None, :] * stride_x_c + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0)
-                mask_co = mask_c[:, None] & mask_o[None, :]
-                weight = tl.load(weight_ptr + offs_c[:, None] * stride_weight_c + offs_o[None, :] * stride_weight_o + kh * stride_weight_kh + kw * stride_weight_kw, mask=mask_co, other=0.0)
-                acc += tl.dot(_dot_operand(tl.where(mask_c[None, :], tl.where(divides[:, None], x, 0), 0.0)), _dot_operand(weight))
+    # specs/conv_transpose2d.tile:39: for kw over KW
+    # specs/conv_transpose2d.tile:43: for c over C by BC
+    # the taps (kh, kw) and every tile of c in one loop, masked
+    for kh_kw_c in range(0, KH * KW * tl.cdiv(C, BC)):
+        kh = kh_kw_c // KW % KH
+        kw = kh_kw_c % KW
+        c = kh_kw_c // (KH * KW)
+        # specs/conv_transpose2d.tile:40: h = oh + ph - dh * kh
+        h = pid_oh + ph - dh * kh
+        # specs/conv_transpose2d.tile:41: v = ow + pw - dw * kw
+        v = offs_ow + pw - dw * kw
+        # specs/conv_transpose2d.tile:42: divides = (h % sh == 0) & (v % sw == 0)
+        divides = tl.where((h % sh) == 0, (v % sw) == 0, False)
+        offs_c = c * BC + tl.arange(0, BC)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c = offs_c.to(tl.int64)
+        mask_c = offs_c < C
+        # specs/conv_transpose2d.tile:44: acc += dot(where(divides, x[n, c, h // sh, v // sw], 0), weight[c, o, kh, kw])
+        x_h_index = floor_divide(((pid_oh + ph) - (dh * kh)), sh)
+        x_w_index = floor_divide(((offs_ow[:, None] + pw) - (dw * kw)), sw)
+        mask_owc = tl.where((x_h_index >= 0) & (x_h_index < H), mask_c[None, :] & mask_ow[:, None] & (x_w_index >= 0) & (x_w_index < W), False)
+        x = tl.load(x_ptr + pid_n * stride_x_n + offs_c[None, :] * stride_x_c + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0)
+        mask_co = mask_c[:, None] & mask_o[None, :]
+        weight = tl.load(weight_ptr + offs_c[:, None] * stride_weight_c + offs_o[None, :] * stride_weight_o + kh * stride_weight_kh + kw * stride_weight_kw, mask=mask_co, other=0.0)
+        acc += tl.dot(_dot_operand(tl.where(mask_c[None, :], tl.where(divides[:, None], x, 0), 0.0)), _dot_operand(weight))
     # specs/conv_transpose2d.tile:45: y[n, o, oh, ow] = T(acc + f32(bias[o]))
     bias_ptrs = bias_ptr + offs_o[:, None] * stride_bias_o
     bias = tl.load(bias_ptrs, mask=mask_o[:, None]) if HAS_BIAS else tl.full(bias_ptrs.shape, 0, bias_ptr.dtype.element_ty)

@@ -68,43 +68,31 @@ def conv_transpose2d_grouped_kernel(
     # specs/conv_transpose2d_grouped.tile:33: acc: f32[ow, o] = 0
     acc = tl.zeros((BW, BO), dtype=tl.float32)
     # specs/conv_transpose2d_grouped.tile:34: for kh over KH
-    for kh in range(0, KH):
-        # specs/conv_transpose2d_grouped.tile:35: for kw over KW
-        for kw in range(0, KW):
-            # specs/conv_transpose2d_grouped.tile:36: h = oh + ph - dh * kh
-            h = pid_oh + ph - dh * kh
-            # specs/conv_transpose2d_grouped.tile:37: v = ow + pw - dw * kw
-            v = offs_ow + pw - dw * kw
-            # specs/conv_transpose2d_grouped.tile:38: divides = (h % sh == 0) & (v % sw == 0)
-            divides = tl.where((h % sh) == 0, (v % sw) == 0, False)
-            # specs/conv_transpose2d_grouped.tile:39: for c over C / groups by BC
-            # tiles of c inside C_over_groups: no masks
-            for c in range(0, C_over_groups // BC):
-                offs_c = c * BC + tl.arange(0, BC)
-                if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-                    offs_c = offs_c.to(tl.int64)
-                # specs/conv_transpose2d_grouped.tile:40: acc += dot(where(divides, x[n, g * (C / groups) + c, h // sh, v // sw], 0),
-                x_h_index = floor_divide(((pid_oh + ph) - (dh * kh)), sh)
-                x_w_index = floor_divide(((offs_ow[:, None] + pw) - (dw * kw)), sw)
-                mask_owc = tl.where((x_h_index >= 0) & (x_h_index < H), (((pid_g * C_over_groups) + offs_c[None, :]) < C) & mask_ow[:, None] & (x_w_index >= 0) & (x_w_index < W), False)
-                x = tl.load(x_ptr + pid_n * stride_x_n + ((pid_g * C_over_groups) + offs_c[None, :]) * stride_x_c + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0)
-                mask_co = (((pid_g * C_over_groups) + offs_c[:, None]) < C) & mask_o[None, :]
-                w = tl.load(w_ptr + ((pid_g * C_over_groups) + offs_c[:, None]) * stride_w_c + offs_o[None, :] * stride_w_og + kh * stride_w_kh + kw * stride_w_kw, mask=mask_co, other=0.0)
-                acc += tl.dot(_dot_operand(tl.where(divides[:, None], x, 0)), _dot_operand(w))
-            # the last tile, if C_over_groups % BC != 0: masked
-            for c in range(C_over_groups // BC, tl.cdiv(C_over_groups, BC)):
-                offs_c = c * BC + tl.arange(0, BC)
-                if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-                    offs_c = offs_c.to(tl.int64)
-                mask_c = offs_c < C_over_groups
-                # specs/conv_transpose2d_grouped.tile:40: acc += dot(where(divides, x[n, g * (C / groups) + c, h // sh, v // sw], 0),
-                x_h_index = floor_divide(((pid_oh + ph) - (dh * kh)), sh)
-                x_w_index = floor_divide(((offs_ow[:, None] + pw) - (dw * kw)), sw)
-                mask_owc = tl.where((x_h_index >= 0) & (x_h_index < H), mask_c[None, :] & (((pid_g * C_over_groups) + offs_c[None, :]) < C) & mask_ow[:, None] & (x_w_index >= 0) & (x_w_index < W), False)
-                x = tl.load(x_ptr + pid_n * stride_x_n + ((pid_g * C_over_groups) + offs_c[None, :]) * stride_x_c + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0)
-                mask_co = mask_c[:, None] & (((pid_g * C_over_groups) + offs_c[:, None]) < C) & mask_o[None, :]
-                w = tl.load(w_ptr + ((pid_g * C_over_groups) + offs_c[:, None]) * stride_w_c + offs_o[None, :] * stride_w_og + kh * stride_w_kh + kw * stride_w_kw, mask=mask_co, other=0.0)
-                acc += tl.dot(_dot_operand(tl.where(mask_c[None, :], tl.where(divides[:, None], x, 0), 0.0)), _dot_operand(w))
+    # specs/conv_transpose2d_grouped.tile:35: for kw over KW
+    # specs/conv_transpose2d_grouped.tile:39: for c over C / groups by BC
+    # the taps (kh, kw) and every tile of c in one loop, masked
+    for kh_kw_c in range(0, KH * KW * tl.cdiv(C_over_groups, BC)):
+        kh = kh_kw_c // KW % KH
+        kw = kh_kw_c % KW
+        c = kh_kw_c // (KH * KW)
+        # specs/conv_transpose2d_grouped.tile:36: h = oh + ph - dh * kh
+        h = pid_oh + ph - dh * kh
+        # specs/conv_transpose2d_grouped.tile:37: v = ow + pw - dw * kw
+        v = offs_ow + pw - dw * kw
+        # specs/conv_transpose2d_grouped.tile:38: divides = (h % sh == 0) & (v % sw == 0)
+        divides = tl.where((h % sh) == 0, (v % sw) == 0, False)
+        offs_c = c * BC + tl.arange(0, BC)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c = offs_c.to(tl.int64)
+        mask_c = offs_c < C_over_groups
+        # specs/conv_transpose2d_grouped.tile:40: acc += dot(where(divides, x[n, g * (C / groups) + c, h // sh, v // sw], 0),
+        x_h_index = floor_divide(((pid_oh + ph) - (dh * kh)), sh)
+        x_w_index = floor_divide(((offs_ow[:, None] + pw) - (dw * kw)), sw)
+        mask_owc = tl.where((x_h_index >= 0) & (x_h_index < H), mask_c[None, :] & (((pid_g * C_over_groups) + offs_c[None, :]) < C) & mask_ow[:, None] & (x_w_index >= 0) & (x_w_index < W), False)
+        x = tl.load(x_ptr + pid_n * stride_x_n + ((pid_g * C_over_groups) + offs_c[None, :]) * stride_x_c + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0)
+        mask_co = mask_c[:, None] & (((pid_g * C_over_groups) + offs_c[:, None]) < C) & mask_o[None, :]
+        w = tl.load(w_ptr + ((pid_g * C_over_groups) + offs_c[:, None]) * stride_w_c + offs_o[None, :] * stride_w_og + kh * stride_w_kh + kw * stride_w_kw, mask=mask_co, other=0.0)
+        acc += tl.dot(_dot_operand(tl.where(mask_c[None, :], tl.where(divides[:, None], x, 0), 0.0)), _dot_operand(w))
     # specs/conv_transpose2d_grouped.tile:42: y[n, g * OG + o, oh, ow] = T(acc)
     mask_oow = mask_o[:, None] & (((pid_g * OG) + offs_o[:, None]) < groups_times_OG) & mask_ow[None, :]
     y_ptrs = y_ptr + pid_n * stride_y_n + ((pid_g * OG) + offs_o[:, None]) * stride_y_groups_times_og + pid_oh * stride_y_h_out + offs_ow[None, :] * stride_y_w_out

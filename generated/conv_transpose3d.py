@@ -69,48 +69,36 @@ def conv_transpose3d_kernel(
     # specs/conv_transpose3d.tile:31: acc: f32[ow, o] = 0
     acc = tl.zeros((BW, BO), dtype=tl.float32)
     # specs/conv_transpose3d.tile:32: for kd over KD
-    for kd in range(0, KD):
-        # specs/conv_transpose3d.tile:33: for kh over KH
-        for kh in range(0, KH):
-            # specs/conv_transpose3d.tile:34: for kw over KW
-            for kw in range(0, KW):
-                # specs/conv_transpose3d.tile:35: i = od + padding - dilation * kd
-                i = pid_od + padding - dilation * kd
-                # specs/conv_transpose3d.tile:36: h = oh + padding - dilation * kh
-                h = pid_oh + padding - dilation * kh
-                # specs/conv_transpose3d.tile:37: v = ow + padding - dilation * kw
-                v = offs_ow + padding - dilation * kw
-                # specs/conv_transpose3d.tile:38: divides = (i % stride == 0) & (h % stride == 0) & (v % stride == 0)
-                divides = tl.where(((i % stride) == 0) & ((h % stride) == 0), (v % stride) == 0, False)
-                # specs/conv_transpose3d.tile:39: for c over C by BC
-                # tiles of c inside C: no masks
-                for c in range(0, C // BC):
-                    offs_c = c * BC + tl.arange(0, BC)
-                    if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-                        offs_c = offs_c.to(tl.int64)
-                    # specs/conv_transpose3d.tile:40: acc += dot(where(divides, x[n, c, i // stride, h // stride, v // stride], 0), w[c, o, kd, kh, kw])
-                    x_d_index = floor_divide(((pid_od + padding) - (dilation * kd)), stride)
-                    x_h_index = floor_divide(((pid_oh + padding) - (dilation * kh)), stride)
-                    x_w_index = floor_divide(((offs_ow[:, None] + padding) - (dilation * kw)), stride)
-                    mask_owc = tl.where((x_d_index >= 0) & (x_d_index < D) & (x_h_index >= 0) & (x_h_index < H), mask_ow[:, None] & (x_w_index >= 0) & (x_w_index < W), False)
-                    x = tl.load(x_ptr + pid_n * stride_x_n + offs_c[None, :] * stride_x_c + x_d_index * stride_x_d + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0)
-                    w = tl.load(w_ptr + offs_c[:, None] * stride_w_c + offs_o[None, :] * stride_w_o + kd * stride_w_kd + kh * stride_w_kh + kw * stride_w_kw, mask=mask_o[None, :], other=0.0)
-                    acc += tl.dot(_dot_operand(tl.where(divides[:, None], x, 0)), _dot_operand(w))
-                # the last tile, if C % BC != 0: masked
-                for c in range(C // BC, tl.cdiv(C, BC)):
-                    offs_c = c * BC + tl.arange(0, BC)
-                    if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-                        offs_c = offs_c.to(tl.int64)
-                    mask_c = offs_c < C
-                    # specs/conv_transpose3d.tile:40: acc += dot(where(divides, x[n, c, i // stride, h // stride, v // stride], 0), w[c, o, kd, kh, kw])
-                    x_d_index = floor_divide(((pid_od + padding) - (dilation * kd)), stride)
-                    x_h_index = floor_divide(((pid_oh + padding) - (dilation * kh)), stride)
-                    x_w_index = floor_divide(((offs_ow[:, None] + padding) - (dilation * kw)), stride)
-                    mask_owc = tl.where((x_d_index >= 0) & (x_d_index < D) & (x_h_index >= 0) & (x_h_index < H), mask_c[None, :] & mask_ow[:, None] & (x_w_index >= 0) & (x_w_index < W), False)
-                    x = tl.load(x_ptr + pid_n * stride_x_n + offs_c[None, :] * stride_x_c + x_d_index * stride_x_d + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0)
-                    mask_co = mask_c[:, None] & mask_o[None, :]
-                    w = tl.load(w_ptr + offs_c[:, None] * stride_w_c + offs_o[None, :] * stride_w_o + kd * stride_w_kd + kh * stride_w_kh + kw * stride_w_kw, mask=mask_co, other=0.0)
-                    acc += tl.dot(_dot_operand(tl.where(mask_c[None, :], tl.where(divides[:, None], x, 0), 0.0)), _dot_operand(w))
+    # specs/conv_transpose3d.tile:33: for kh over KH
+    # specs/conv_transpose3d.tile:34: for kw over KW
+    # specs/conv_transpose3d.tile:39: for c over C by BC
+    # the taps (kd, kh, kw) and every tile of c in one loop, masked
+    for kd_kh_kw_c in range(0, KD * KH * KW * tl.cdiv(C, BC)):
+        kd = kd_kh_kw_c // (KH * KW) % KD
+        kh = kd_kh_kw_c // KW % KH
+        kw = kd_kh_kw_c % KW
+        c = kd_kh_kw_c // (KD * KH * KW)
+        # specs/conv_transpose3d.tile:35: i = od + padding - dilation * kd
+        i = pid_od + padding - dilation * kd
+        # specs/conv_transpose3d.tile:36: h = oh + padding - dilation * kh
+        h = pid_oh + padding - dilation * kh
+        # specs/conv_transpose3d.tile:37: v = ow + padding - dilation * kw
+        v = offs_ow + padding - dilation * kw
+        # specs/conv_transpose3d.tile:38: divides = (i % stride == 0) & (h % stride == 0) & (v % stride == 0)
+        divides = tl.where(((i % stride) == 0) & ((h % stride) == 0), (v % stride) == 0, False)
+        offs_c = c * BC + tl.arange(0, BC)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c = offs_c.to(tl.int64)
+        mask_c = offs_c < C
+        # specs/conv_transpose3d.tile:40: acc += dot(where(divides, x[n, c, i // stride, h // stride, v // stride], 0), w[c, o, kd, kh, kw])
+        x_d_index = floor_divide(((pid_od + padding) - (dilation * kd)), stride)
+        x_h_index = floor_divide(((pid_oh + padding) - (dilation * kh)), stride)
+        x_w_index = floor_divide(((offs_ow[:, None] + padding) - (dilation * kw)), stride)
+        mask_owc = tl.where((x_d_index >= 0) & (x_d_index < D) & (x_h_index >= 0) & (x_h_index < H), mask_c[None, :] & mask_ow[:, None] & (x_w_index >= 0) & (x_w_index < W), False)
+        x = tl.load(x_ptr + pid_n * stride_x_n + offs_c[None, :] * stride_x_c + x_d_index * stride_x_d + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0)
+        mask_co = mask_c[:, None] & mask_o[None, :]
+        w = tl.load(w_ptr + offs_c[:, None] * stride_w_c + offs_o[None, :] * stride_w_o + kd * stride_w_kd + kh * stride_w_kh + kw * stride_w_kw, mask=mask_co, other=0.0)
+        acc += tl.dot(_dot_operand(tl.where(mask_c[None, :], tl.where(divides[:, None], x, 0), 0.0)), _dot_operand(w))
     # specs/conv_transpose3d.tile:41: y[n, o, od, oh, ow] = T(acc + f32(bias[o]))
     bias_ptrs = bias_ptr + offs_o[:, None] * stride_bias_o
     bias = tl.load(bias_ptrs, mask=mask_o[:, None]) if HAS_BIAS else tl.full(bias_ptrs.shape, 0, bias_ptr.dtype.element_ty)

@@ -293,21 +293,33 @@ def _kernel_loops(module, name: str) -> list[str]:
 
 
 @pytest.mark.parametrize("config", [0, 1])
-def test_index_loops_around_a_dot_loop_run_as_one_loop(compiled, config):
+def test_index_loops_around_a_loop_of_sums_run_as_one_loop(compiled, config):
     """``for i over I / for j over J / for k over K by BK`` around ``acc += dot(..)`` is one loop
     whose step's digits are i, j and the tile of k (what Triton can software-pipeline), and its
     sum is the nested one's: every (i, j) pair once, k's masked tail included (K = 37 is no
-    multiple of BK); a statement between the loops keeps them nested, with the same sum."""
+    multiple of BK). So is a loop over tiles with an assignment between the taps
+    (``s = j + 1``, a transposed convolution's ``h = oh + ph - dh * kh``). A value that reads
+    what the loops carry (a running maximum of the partial sums) keeps them nested, in order."""
+    x, w = randn(3, 2, 19, 37), randn(3, 2, 37, 23, seed=1)
     module = compiled(TAPS_OVER_DOT, "taps_dot")
     assert _kernel_loops(module, "taps_dot") == ["for i_j_k in range(0, I * J * tl.cdiv(K, BK)):"]
-    x, w = randn(3, 2, 19, 37), randn(3, 2, 37, 23, seed=1)
     want = torch.einsum("ijmk,ijkn->mn", x, w)
     torch.testing.assert_close(module.taps_dot(x, w, config=config), want, atol=1e-4, rtol=1e-4)
-    source = TAPS_OVER_DOT.replace("kernel taps_dot", "kernel taps_nested").replace("acc += dot(", "acc += s * dot(")
-    nested = compiled(source.replace("    for j over J\n", "    for j over J\n      s = j + 1\n"), "taps_nested")
-    assert _kernel_loops(nested, "taps_nested")[:2] == ["for i in range(0, I):", "for j in range(0, J):"]
+
+    source = TAPS_OVER_DOT.replace("kernel taps_dot", "kernel taps_scaled").replace("acc += dot(", "acc += s * dot(")
+    scaled = compiled(source.replace("    for j over J\n", "    for j over J\n      s = j + 1\n"), "taps_scaled")
+    assert _kernel_loops(scaled, "taps_scaled") == ["for i_j_k in range(0, I * J * tl.cdiv(K, BK)):"]
     weighted = torch.einsum("ijmk,ijkn,j->mn", x, w, torch.arange(1.0, 3.0, device=DEVICE))
-    torch.testing.assert_close(nested.taps_nested(x, w, config=config), weighted, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(scaled.taps_scaled(x, w, config=config), weighted, atol=1e-4, rtol=1e-4)
+
+    source = TAPS_OVER_DOT.replace("kernel taps_dot", "kernel taps_peak").replace("  y[m, n] = acc", "  y[m, n] = peak")
+    source = source.replace("  for i over I\n", "  peak: f32[m, n] = -inf\n  for i over I\n").replace(
+        "        acc += dot(x[i, j, m, k], w[i, j, k, n])\n",
+        "        acc += dot(x[i, j, m, k], w[i, j, k, n])\n      peak = maximum(peak, acc)\n")
+    peak = compiled(source, "taps_peak")
+    assert _kernel_loops(peak, "taps_peak")[:2] == ["for i in range(0, I):", "for j in range(0, J):"]
+    partial = torch.einsum("ijmk,ijkn->ijmn", x, w).reshape(6, 19, 23).cumsum(0)
+    torch.testing.assert_close(peak.taps_peak(x, w, config=config), partial.amax(0), atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize(("stride", "padding", "dilation", "dtype"), [

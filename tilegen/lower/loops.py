@@ -76,17 +76,8 @@ class Loops:
         digits: list[Op] = []
         loop_var = step
         if taps:  # one loop over the taps (fastest, the innermost last) and the tiles of k
-            flat = state.fresh("_".join([t.axis.name.id for t in taps] + [k]))
-            extents = [t.axis.dim.id for t in taps]
-            iterable = f"range(0, {' * '.join(extents)} * {tiles})"
-            inside: list[str] = []  # the extents of the taps inside this one
-            for tap, extent in reversed(list(zip(taps, extents, strict=True))):
-                index = state.fresh(tap.axis.name.id)
-                state.axes[tap.axis.name.id] = AxisInfo(index, None, extent, "1", index, scalar=True)
-                digits.insert(0, Line(f"{index} = {flat}{_over(inside)} % {extent}"))
-                inside.insert(0, extent)
-            digits.append(Line(f"{step} = {flat}{_over(inside)}"))
-            loop_var = flat
+            loop_var, digits = self._digits(taps, k, tiles, step)
+            iterable = f"range(0, {' * '.join(t.axis.dim.id for t in taps)} * {tiles})"
             ops.append(Comment(f"the taps ({', '.join(t.axis.name.id for t in taps)}) and the tiles of {k} in one "
                                "loop, software-pipelined as one"))
         if loop.split:  # this program's part of the loop: tl.num_programs(..) programs share the tile
@@ -167,13 +158,31 @@ class Loops:
         ops.append(ForLoop(loop_var, iterable, tuple(body)))
         return ops
 
+    def _digits(self, taps: tuple[m.Loop, ...], k: str, tiles: str, step: str) -> tuple[str, list[Op]]:
+        """The variable of one loop over ``taps`` and the ``tiles`` of ``k``, and the lines that
+        split its step into the taps' indices (the innermost tap fastest) and ``step``, the tile
+        of k (slowest); each tap becomes a scalar axis of the state."""
+        state = self.state
+        flat = state.fresh("_".join([t.axis.name.id for t in taps] + [k]))
+        digits: list[Op] = []
+        inside: list[str] = []  # the extents of the taps inside this one
+        for tap in reversed(taps):
+            index, extent = state.fresh(tap.axis.name.id), tap.axis.dim.id
+            state.axes[tap.axis.name.id] = AxisInfo(index, None, extent, "1", index, scalar=True)
+            digits.insert(0, Line(f"{index} = {flat}{_over(inside)} % {extent}"))
+            inside.insert(0, extent)
+        digits.append(Line(f"{step} = {flat}{_over(inside)}"))
+        return flat, digits
+
     def index_loop(self, loop: m.Loop) -> list[Op]:
         """A loop over the indices of a dimension (``for kh over K``, no block): each step's index
         is one number, as a batch axis's program id is, so the body's tiles do not grow by it
         (a convolution's window taps, the query heads a key head serves)."""
-        chain = taps_chain(loop, self.state)
-        if chain:
-            return self.dot_loop(chain[-1], chain[:-1])
+        taps, assigns, inner = taps_chain(loop, self.state)
+        if inner is not None:
+            if assigns or not m.is_dot_loop(inner):
+                return self.tile_loop(inner, taps, assigns)
+            return self.dot_loop(inner, taps)
         state = self.state
         axis = loop.axis
         k = axis.name.id
@@ -194,7 +203,7 @@ class Loops:
             preheader.insert(0, Comment(f"tiles that do not change with {k}: loaded once, before the loop"))
         return [state.comment(loop.span), *preheader, ForLoop(step, f"range(0, {axis.dim.id})", tuple(body))]
 
-    def tile_loop(self, loop: m.Loop) -> list[Op]:
+    def tile_loop(self, loop: m.Loop, taps: tuple[m.Loop, ...] = (), assigns: tuple[m.Assign, ...] = ()) -> list[Op]:
         """A loop over tiles inside one program (the Intel guide's add_kernel_fine_grained):
         each step makes its own offsets and mask and runs the body on that tile.
 
@@ -205,6 +214,10 @@ class Loops:
         runs as one masked loop over all its tiles (:func:`tilegen.lower.ranges.splits_full_tiles`:
         the code stays linear in the depth of the nest). Loads that do not change with the
         loop's axis go before the loop, once, for every range.
+
+        ``taps``, index loops around it, and ``assigns``, the assignments among them (see
+        :func:`taps_chain`), make one loop with it, as :meth:`dot_loop` does: every tile masked,
+        the taps' digits and the assignments first in each step.
         """
         state = self.state
         axis = loop.axis
@@ -284,11 +297,18 @@ class Loops:
             ]
         else:
             ranges = [(("0", tiles), True, "from the end" if loop.reverse else "")]
+        digits: list[Op] = []
+        flat = step  # the loop's variable
+        tile = f"({tiles} - 1 - {step})" if loop.reverse else step  # the tile a step takes
+        if taps:  # one masked loop over the taps and the tiles of k
+            flat, digits = self._digits(taps, k, tiles, step)
+            why = f"the taps ({', '.join(t.axis.name.id for t in taps)}) and every tile of {k} in one loop" + (
+                ", masked" if axis.masked else "")
+            ranges = [(("0", f"{' * '.join(t.axis.dim.id for t in taps)} * {tiles}"), not axis.masked, why)]
         outer_masks, outer_loads, outer_taken = dict(state.masks), dict(state.loads), set(state.taken)
         outer_online, online = state.online, self.online_extrema(loop)
         preheader: list[Op] = []  # loads that do not change with k go here, before the loop
         loops: list[Op] = []
-        tile = f"({tiles} - 1 - {step})" if loop.reverse else step  # the tile a step takes
         # tiles at or past a number per program (m < n_b) that change nothing: every range ends there
         scalars = {n for n, axes in state.locals.items() if not axes}
         bound = end_bound(loop, scalars, set(state.locals)) if splits_full_tiles(loop) and not loop.reverse else None
@@ -297,7 +317,10 @@ class Loops:
             ranges = [((first, f"min({last}, {limit})"), inside, why) for (first, last), inside, why in ranges]
         for (first, last), inside, why in ranges:
             iterable = f"range({first}, {last})"
-            body: list[Op] = [Line(f"{offs} = {tile} * {block} + tl.arange(0, {block})")]
+            body: list[Op] = list(digits)
+            for assign in assigns:  # the statements between the taps, at this step's tap
+                body += [state.comment(assign.span), *self.statement(assign)]
+            body.append(Line(f"{offs} = {tile} * {block} + tl.arange(0, {block})"))
             body += int64_casts(state, [offs])
             info = AxisInfo(offs, None, axis.dim.id, block, f"{tile} * {block}")
             if mask is not None and not inside:
@@ -325,7 +348,7 @@ class Loops:
             state.hoists.pop()
             if why:
                 loops.append(Comment(why))
-            loops.append(ForLoop(step, iterable, tuple(body)))
+            loops.append(ForLoop(flat, iterable, tuple(body)))
         if bound is not None:
             loops.insert(0, Comment(f"tiles of {k} where {k} {bound.op} {bound.axis} holds nowhere change nothing: "
                                     f"each range ends before them"))
@@ -335,7 +358,7 @@ class Loops:
         state.taken |= _defined(preheader)
         if preheader:
             preheader.insert(0, Comment(f"tiles that do not change with {k}: loaded once, before the loop"))
-        return [state.comment(loop.span), *preheader, *loops]
+        return [*(state.comment(t.span) for t in taps), state.comment(loop.span), *preheader, *loops]
 
 
     def online_extrema(self, loop: m.Loop) -> dict[str, float]:
@@ -374,20 +397,51 @@ class Loops:
         return guarded
 
 
-def taps_chain(loop: m.Loop, state: KernelState) -> tuple[m.Loop, ...]:
-    """The index loops from ``loop`` in, each the only statement of the one around it, then the
-    dot loop they hold (``for kh over KH: for kw over KW: for c over C by BC: acc += dot(..)``),
-    outermost first, where :meth:`Loops.dot_loop` can run them as one loop: pointers (not block
-    pointers or descriptors), a loop not split across programs, operands in one row piece. Empty
-    where ``loop`` is not such a chain."""
-    chain = [loop]
-    while chain[-1].axis.is_index and len(chain[-1].body) == 1 and isinstance(chain[-1].body[0], m.Loop):
-        chain.append(chain[-1].body[0])
+def taps_chain(loop: m.Loop, state: KernelState) -> tuple[tuple[m.Loop, ...], tuple[m.Assign, ...], m.Loop | None]:
+    """The index loops from ``loop`` in (outermost first), the assignments among them, and the
+    loop over tiles they end in, where :meth:`Loops.dot_loop` or :meth:`Loops.tile_loop` can run
+    them as one loop; ``((), (), None)`` where they cannot.
+
+    Each index loop's body is assignments that load nothing (a convolution's ``h = oh + ph - dh *
+    kh``), then the next loop. The last loop is either a ``dot`` loop with no assignment before
+    it (pointers, not split, its operands in one row piece), or an innermost loop over tiles with
+    no loop inside it, no causal guard, no running extremum, not reversed (a transposed
+    convolution's ``acc += dot(w[c, o, kh, kw], where(divides, x[..], 0))``)."""
+    chain, assigns = [loop], []
+    while chain[-1].axis.is_index and chain[-1].body and isinstance(chain[-1].body[-1], m.Loop):
+        head = chain[-1].body[:-1]
+        if not all(isinstance(s, m.Assign) and not any(isinstance(e, m.Load) for e in m.subexpressions(s.value))
+                   for s in head):
+            break
+        assigns += [s for s in head if isinstance(s, m.Assign)]
+        chain.append(chain[-1].body[-1])
     last = chain[-1]
-    if (len(chain) < 2 or not m.is_dot_loop(last) or last.split or state.spec.access_style != "pointers"
-            or any(pieced(state, _dot_step(s)[2][0].index) for s in last.body)):
-        return ()
-    return tuple(chain)
+    if len(chain) < 2 or last.axis.is_index:
+        return (), (), None
+    if m.is_dot_loop(last):
+        pointers = state.spec.access_style == "pointers"
+        if (not assigns and pointers and not last.split
+                and not any(pieced(state, _dot_step(s)[2][0].index) for s in last.body)):
+            return tuple(chain[:-1]), (), last
+        return (), (), None
+    tile_axes = {a for a, info in state.axes.items() if not info.scalar}
+    if (not splits_full_tiles(last) or last.reverse or last.split or find_guard(last, tile_axes) is not None
+            or running_extrema(state.spec, last, frozenset(state.locals)) or not _sums_only(last.body, assigns)):
+        return (), (), None
+    return tuple(chain[:-1]), tuple(assigns), last
+
+
+def _sums_only(body: tuple[m.Stmt, ...], assigns: list[m.Assign]) -> bool:
+    """Whether ``body`` only adds into carried values (``acc += ..``, with assignments of
+    temporaries), none of which any statement reads: its steps then commute, and a loop over
+    the taps and tiles may take them in another order (up to rounding, as another block size
+    does). A store, or a value that reads what the loop carries (a running scan), keeps its
+    order: its loops stay nested."""
+    if not all(isinstance(s, m.Assign | m.Accumulate) for s in body):
+        return False
+    carried = {s.name.id for s in body if isinstance(s, m.Accumulate)}
+    values = [s.value for s in (*assigns, *body) if isinstance(s, m.Assign | m.Accumulate)]
+    return not any(isinstance(e, m.Name) and e.id in carried for v in values for e in m.subexpressions(v))
 
 
 def _over(extents: list[str]) -> str:

@@ -59,6 +59,9 @@ COMPACT_EXTENTS = (13, 11, 15, 9, 17, 7, 19, 5)
 STEP_BUDGET = 440
 #: Extents below every block (each tile partial); index extents are then 1.
 TINY_EXTENTS = (5, 3, 7, 9, 11, 13, 15, 17)
+#: "tiny" sizes of dimensions no axis walks (a convolution's or a pooling's input height and width,
+#: a gather's table): the program count grows with the output extents they make, not the tiles.
+TINY_UNWALKED = (3, 4, 5, 6, 7, 8, 9, 10)
 #: The interpreter's SMs as generated launchers count them (``_num_sms``: 4 without a GPU). A
 #: ``split`` loop runs in several parts where the output tiles fill at most half of them and the
 #: loop has 8 or more tiles (the "split-k" shape: tiny output extents, a loop of 8 tiles and a
@@ -245,6 +248,7 @@ def derive_sizes(spec: m.Spec, variant: str = "", scale: int = 0, shape: str = "
     alignment = _row_alignment(spec) if variant == "tma" else {}
     tiny = shape in ("tiny", "split-k")
     odd = iter(TINY_EXTENTS if tiny else COMPACT_EXTENTS if shape in ("compact", "narrow") else ODD_EXTENTS)
+    unwalked = iter(TINY_UNWALKED)
     batch = next((a.dim.id for a in spec.grid if a.is_index), None) if shape == "narrow" else None
     split = split_loop_dims(spec) if shape == "split-k" else set()
     tiled_grid = [a for a in spec.grid if a.block is not None]
@@ -292,7 +296,7 @@ def derive_sizes(spec: m.Spec, variant: str = "", scale: int = 0, shape: str = "
         elif dim.id in columns:  # one partial tile
             size = _below(block_of(over), align)
         else:  # masked or wrapped tiles (or no axis at all): an odd extent, a tail for every block
-            size = next(odd, 41)
+            size = next(unwalked, 11) if tiny and not over else next(odd, 41)
             floor = 0 if tiny else min(
                 (smallest[a.block.id] for a in over if a.block is not None and a.block.id in smallest), default=0)
             if size < floor + floor // 2 + 1:

@@ -127,3 +127,28 @@ def test_a_staged_function_takes_only_the_spec_inputs_and_checks_them(compiled):
     assert list(inspect.signature(module.k).parameters) == ["x", "BM", "BN"]
     with pytest.raises(ValueError, match="x"):
         module.k(torch.zeros(3, 4, 5))
+
+
+@pytest.mark.parametrize(("name", "extra"), [("group_norm", (3,)), ("layer_norm_chw", ())])
+def test_a_derived_backward_runs_the_forwards_own_stage(generated, name, extra):
+    """The derived backward recomputes the forward's statistics with the same kernel: its module
+    calls the forward module's stage launcher (tilegen.compiler.borrow_stages) instead of holding
+    that kernel again, and its gradients are torch's (inputs with an offset 300 times their spread,
+    where a one-pass variance would lose digits)."""
+    forward, backward = generated(name), generated(f"{name}_backward")
+    source = open(backward.__file__, encoding="utf-8").read()
+    assert f"def _{name}_backward_shift_kernel(" not in source
+    assert f'_rt.sibling(__file__, "{name}")._{name}_shift(' in source
+    shape = (2, 6, 5, 7)
+    x = _rand(*shape, offset=300.0).requires_grad_()
+    w = _rand(*(shape[1:] if name == "layer_norm_chw" else shape[1:2]), seed=1).requires_grad_()
+    b = _rand(*w.shape, seed=2).requires_grad_()
+    dy = _rand(*shape, seed=3)
+    getattr(forward, name)(x, w, b, *extra, 1e-5).backward(dy)
+    xd, wd, bd = (t.detach().double().requires_grad_() for t in (x, w, b))
+    if name == "group_norm":
+        F.group_norm(xd, 3, wd, bd, 1e-5).backward(dy.double())
+    else:
+        F.layer_norm(xd, shape[1:], wd, bd, 1e-5).backward(dy.double())
+    for got, want in ((x.grad, xd.grad), (w.grad, wd.grad), (b.grad, bd.grad)):
+        torch.testing.assert_close(got.double(), want, atol=2e-3, rtol=1e-3)

@@ -9,6 +9,7 @@ require grad, as before.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import os
 from collections.abc import Callable
@@ -20,9 +21,10 @@ from tilegen.check import check
 from tilegen.check.backward import Finder, check_backward, check_deterministic_backward
 from tilegen.errors import SpecError
 from tilegen.grad import NoBackward, derive_backwards
-from tilegen.lower import lower
+from tilegen.lower import ModulePlan, lower
+from tilegen.lower.plan import StagePlan
 from tilegen.parser import parse
-from tilegen.render import render
+from tilegen.render import render, render_stage
 from tilegen.tuned import Table
 
 
@@ -86,6 +88,37 @@ def check_spec(source: str, path: str = "<spec>", find: Finder | None = None) ->
     return checked.spec
 
 
+def borrow_stages(plan: ModulePlan, forward: ModulePlan) -> ModulePlan:
+    """``plan`` (a derived backward's) with each stage that is one of ``forward``'s stages, the
+    same kernels and launcher but for their names (a group norm's statistics, recomputed for its
+    backward), calling the forward module's launcher of it (:attr:`StagePlan.borrowed`) instead
+    of holding its kernels again: the backward module loads the forward's beside it
+    (``_rt.sibling``), as the forward's autograd formula loads the backward's."""
+    theirs = {_stage_code(stage, stage.launcher.name): stage.launcher.name for stage in forward.stages}
+    stages = []
+    for stage in plan.stages:
+        same = next((name for code, name in theirs.items() if _stage_code(stage, name) == code), None)
+        stages.append(dataclasses.replace(stage, borrowed=(forward.kernel_name, same)) if same else stage)
+    return dataclasses.replace(plan, stages=tuple(stages))
+
+
+def _stage_code(stage: StagePlan, name: str) -> str:
+    """The code of ``stage`` as rendered, its launcher named ``name`` (its kernels after it),
+    without comments and docstrings: two stages that compute the same thing the same way have the
+    same code, however their specs wrote the lines (``mean(d, dim=(c, h, w))`` or nested means)."""
+    tree = ast.parse(render_stage(stage).replace(stage.launcher.name, name))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and _is_docstring(body[0]):
+            del body[0]
+    return ast.unparse(tree)
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
+        and isinstance(statement.value.value, str)
+
+
 def _no_tables(kernel: str) -> Table:
     """No configs tuned ahead of time, for any kernel."""
     return {}
@@ -120,9 +153,13 @@ def _checked(source: str, path: str, find: Finder | None, derive: bool,
     named = dataclasses.replace(spec, backward=tuple(m.Name(name, spec.name.span) for name in derived))
     try:
         backward = check_backward(named, derived.get)
-        modules = tuple(GeneratedModule(kernel.name.id, render(lower(kernel, ()), tables(kernel.name.id)),
-                                        spec_text=derived[kernel.name.id][0])
-                        for kernel in backward)
+        plans = [lower(kernel, ()) for kernel in backward]
+        if any(plan.stages for plan in plans):  # values the forward computes in stages, recomputed
+            forward = lower(spec, ())
+            plans = [borrow_stages(plan, forward) for plan in plans]
+        modules = tuple(GeneratedModule(plan.kernel_name, render(plan, tables(plan.kernel_name)),
+                                        spec_text=derived[plan.kernel_name][0])
+                        for plan in plans)
     except SpecError as error:  # a rule that wrote what the language cannot say: no backward, and why
         first = error.diagnostics[0].message if error.diagnostics else str(error)
         return _Checked(spec, (), note=f"no backward: the derived one does not build ({first})")

@@ -12,6 +12,7 @@ import functools
 import jinja2
 
 from tilegen.lower import ModulePlan
+from tilegen.lower.plan import StagePlan
 from tilegen.resources import data_path
 from tilegen.tuned import Table
 
@@ -37,3 +38,9 @@ def render(plan: ModulePlan, shipped: Table | None = None) -> str:
     # Blank lines never carry indentation; the file ends with exactly one newline.
     lines = [line.rstrip() for line in text.splitlines()]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def render_stage(stage: StagePlan) -> str:
+    """The text of one stage of a module (its kernel, finish kernels and private launcher), as
+    :func:`render` writes it: what :func:`tilegen.compiler.borrow_stages` compares."""
+    return str(make_env().get_template("stage.py.j2").module.stage(stage))  # type: ignore[attr-defined]

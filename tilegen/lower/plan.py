@@ -403,11 +403,23 @@ class StagePlan:
     kernel: KernelPlan
     launcher: LauncherPlan
     values: tuple[str, ...]
+    #: (module, launcher): the forward's own stage, which a derived backward's recomputation is (the
+    #: same kernel, :func:`tilegen.compiler.borrow_stages`): the module calls that launcher instead
+    #: of holding the kernel again; () for a stage of its own
+    borrowed: tuple[str, str] | tuple[()] = ()
+    caller: str = ""  # the spec's launcher, which calls the stage (its docstring names it)
 
     @property
     def call(self) -> str:
         """The launcher's call of the stage (it returns ``values``)."""
         return self.launcher.call
+
+    @property
+    def borrowed_call(self) -> str:
+        """The call of the forward module's launcher of the same stage, with this one's arguments."""
+        assert self.borrowed, "a stage of its own"
+        module, launcher = self.borrowed
+        return self.launcher.call.replace(f"{self.launcher.name}(", f'_rt.sibling(__file__, "{module}").{launcher}(', 1)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_2642a8600c6e0218"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_149b7b9049d358dd"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -24,7 +24,7 @@ def bincount_kernel(
     bins,
     stride_x_n,
     stride_counts_bins,
-    BN: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BN: tl.constexpr, COUNTS_HISTOGRAM: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/bincount.tile; launch it through bincount()."""
     # specs/bincount.tile:9: grid  i over N by BN
@@ -36,7 +36,12 @@ def bincount_kernel(
     # specs/bincount.tile:10: counts[x[i]] += 1
     x = tl.load(x_ptr + offs_i * stride_x_n, mask=mask_i)
     mask_i_1 = mask_i & (x >= 0) & (x < bins)
-    tl.atomic_add(counts_ptr + x * stride_counts_bins, tl.full((BN,), 1, dtype=tl.int64), mask=mask_i_1, sem="relaxed")
+    if COUNTS_HISTOGRAM:  # few elements of counts (_rt.histogram_bins): a histogram of the program's lanes, an atomic add per bin
+        counts_histogram = tl.histogram(tl.where(mask_i_1, x, COUNTS_HISTOGRAM - 1).to(tl.int32), COUNTS_HISTOGRAM)
+        counts_bins = tl.arange(0, COUNTS_HISTOGRAM)
+        tl.atomic_add(counts_ptr + counts_bins * stride_counts_bins, counts_histogram.to(tl.int64) * 1, mask=(counts_bins < bins) & (counts_histogram > 0), sem="relaxed")
+    else:
+        tl.atomic_add(counts_ptr + x * stride_counts_bins, tl.full((BN,), 1, dtype=tl.int64), mask=mask_i_1, sem="relaxed")
 
 
 _bincount_inputs = _rt.Inputs(("x", torch.int64, "N"), ("bins", int))
@@ -49,11 +54,12 @@ def _bincount_plan(x: torch.Tensor, bins: int, *, BN: int = 1024):
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("bincount", "BN", BN)
     counts = torch.zeros(bins, device=device, dtype=torch.int64)
+    COUNTS_HISTOGRAM = _rt.histogram_bins(bins)  # 0: too many bins, an atomic add per lane
     int64 = _rt.wide_offsets((x,), (counts,))
     return _rt.Planned(
         _bincount_launch, device, (counts,), bins == 0, lambda meta: ((N + BN - 1) // BN, 1, 1),
         (x, counts, N, bins, *x.stride(), 1),
-        dict(BN=BN, INT64_OFFSETS=int64), ((bins,),), None,
+        dict(BN=BN, COUNTS_HISTOGRAM=COUNTS_HISTOGRAM, INT64_OFFSETS=int64), ((bins,),), None,
     )
 
 

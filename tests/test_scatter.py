@@ -124,9 +124,13 @@ def test_embedding_padding_idx_row_gets_no_gradient(generated, padding_idx):
 
 @pytest.mark.parametrize("block", [16, 64, 1024])
 def test_bincount_counts_each_value(generated, block):
+    """Into few bins (up to 1023) each program counts its lanes in a histogram and adds each bin
+    once; into more, each lane adds 1: the same counts either way, values outside the bins (both
+    signs) counted nowhere."""
     module = generated("bincount")
+    assert [module._rt.histogram_bins(b) for b in (1, 7, 31, 32, 1023, 1024)] == [32, 32, 32, 64, 1024, 0]
     generator = torch.Generator().manual_seed(block)
-    for n, bins in ((1000, 7), (33, 50), (1, 1)):
+    for n, bins in ((1000, 7), (33, 50), (1, 1), (2000, 1023), (700, 1024), (3001, 3000)):
         x = _indices(n, bins, generator)
         keep = (x >= 0) & (x < bins)
         expected = torch.bincount(x[keep], minlength=bins)

@@ -835,6 +835,20 @@ class Inputs:
         return (device, *dtypes.values(), *scalars, *sizes.values())
 
 
+#: The most bins a count's histogram per program holds (:func:`histogram_bins`).
+HISTOGRAM_BINS = 1024
+
+
+def histogram_bins(extent: int) -> int:
+    """The bins of a count's histogram per program (``counts[x[i]] += 1`` into ``extent``
+    elements): the power of two, at least 32 (a warp's lanes, ``tl.histogram``'s least), above
+    ``extent`` (the last bin past it takes the lanes outside it), where that is at most
+    :data:`HISTOGRAM_BINS`; 0 for more, where one atomic add per lane, over many addresses, costs
+    less than a histogram that large in every program."""
+    bins = max(32, 1 << int(extent).bit_length())
+    return bins if bins <= HISTOGRAM_BINS else 0
+
+
 def wide_offsets(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]) -> bool:
     """Whether a kernel's offsets need 64 bits (its ``INT64_OFFSETS``): an input spans 2**31
     elements or more (its shape and strides), or an output (new, contiguous) holds more."""

@@ -99,6 +99,9 @@ def lower_arguments(spec: m.Spec, full: m.Spec, kernel: KernelPlan, fallback: st
         meta += (f"{flag}={flag}",)
     for tensor, flag in kernel.given_flags:  # left out: the kernel reads its number, not the tensor
         meta += (f"{flag}={given_name(tensor)}",)
+    for extent, flag in kernel.histograms:  # few bins: a histogram per program, an atomic add per bin
+        flags.append(Line(f"{flag} = _rt.histogram_bins({extent})  # 0: too many bins, an atomic add per lane"))
+        meta += (f"{flag}={flag}",)
     if kernel.int64 and planned:
         inputs, outputs = (tuple_text(t.name.id for t in full.arrays if t.role == role) for role in ("in", "out"))
         flags.append(Line(f"int64 = _rt.wide_offsets({inputs}, {outputs})"))

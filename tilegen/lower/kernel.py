@@ -229,7 +229,8 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
             prelude += [state.comment(var.span), Line(f"{var.name.id} = {bound[var.name.id]}")]
     # constexprs the launcher sets, after the spec's own: scalar inputs' signs, optional inputs
     # given, then 64-bit offsets and a folded grid
-    flags = (*state.sign_flags.values(), *state.given_flags.values(), *([INT64_FLAG] if state.int64 else []),
+    flags = (*state.sign_flags.values(), *state.given_flags.values(), *(f for _, f in state.histograms.values()),
+             *([INT64_FLAG] if state.int64 else []),
              *([FOLD_FLAG] if state.folded else []))
     if flags:
         constexprs = tuple(KernelParam(flag, True) for flag in flags)
@@ -266,5 +267,6 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
         state.pieces,
         tuple(lower_finish(state.spec, found, lower_kernel) for found in state.across.values()),
         state.folded,
+        tuple(state.histograms.values()),
     )
 

@@ -239,6 +239,8 @@ class KernelPlan:
     pieces: PiecePlan | None = None  # a block of the rows that may be two power-of-two pieces
     finishes: tuple[FinishPlan, ...] = ()  # the stores that reduce across programs, each finished by a kernel
     folded: bool = False  # the kernel takes FOLDED_GRID (its grid's programs all along program id 0, see grid.py)
+    # (a count's extent, constexpr: its per-program histogram's bins, 0: atomics per lane), see Statements.count
+    histograms: tuple[tuple[str, str], ...] = ()
 
     @property
     def runtime_launched(self) -> bool:

@@ -129,6 +129,8 @@ class KernelState:
     sign_flags: dict[str, str] = field(default_factory=dict)  # float scalar input -> constexpr: it is >= 0
     # optional input -> constexpr: the caller gave it (else its loads are its number, see Access.load)
     given_flags: dict[str, str] = field(default_factory=dict)
+    # a count's output -> (its extent, constexpr: the bins of a per-program histogram, 0 for atomics per lane)
+    histograms: dict[str, tuple[str, str]] = field(default_factory=dict)
     # running extremum of the loop being lowered -> (its identity, -inf, the name of its guarded
     # copy in this loop range once made, else ""): see Loops.online_extrema
     online: dict[str, tuple[float, str]] = field(default_factory=dict)

@@ -17,7 +17,7 @@ from tilegen.lower.checked import tensor_of
 from tilegen.lower.expressions import Expressions
 from tilegen.lower.finish import partial_stores
 from tilegen.lower.loops import Loops
-from tilegen.lower.names import broadcast, number_text, triton_dtype, tuple_text
+from tilegen.lower.names import broadcast, number_text, stride_name, triton_dtype, tuple_text
 from tilegen.lower.pieces import each_piece, local_name, pieced
 from tilegen.lower.plan import Comment, IfBlock, Line, Op
 from tilegen.lower.scaled import split_product
@@ -213,10 +213,45 @@ class Statements:
             return ops
         if stmt.atomic:  # a scatter-add (max, min): lanes meeting at an element all combine (in no order)
             masked = f", mask={mask}" if mask else ""
-            ops.append(Line(f'tl.atomic_{stmt.update}({ptr}, {value}{masked}, sem="relaxed")'))
+            atomic = Line(f'tl.atomic_{stmt.update}({ptr}, {value}{masked}, sem="relaxed")')
+            counted = self.count(stmt, context, mask) if guard is None and not sources else None
+            ops.append(atomic if counted is None else IfBlock(counted[0], counted[1], counted[2], (atomic,)))
             return ops
         ops.append(Line(f"tl.store({ptr}, {value}, mask={mask})" if mask else f"tl.store({ptr}, {value})"))
         return ops
+
+    def count(
+        self, stmt: m.Store, context: tuple[str, ...], mask: str | None
+    ) -> tuple[str, str, tuple[Op, ...]] | None:
+        """A count, ``counts[x[i]] += 1`` (a constant added into a 1-D output at a loaded index over
+        one tile axis), where its output has few elements: the condition (a constexpr the launcher
+        sets, ``_rt.histogram_bins``), why, and the ops that count the program's lanes in a
+        histogram (``tl.histogram``: the lanes outside the output, or masked, counted in a bin past
+        it) and add each bin that holds any into the output, one atomic add per bin instead of one
+        per lane, most of them at the same few addresses. None for any other scatter."""
+        state = self.state
+        tensor = tensor_of(state.spec, stmt.tensor.id)
+        index = stmt.index[0] if len(stmt.index) == 1 else None
+        if (stmt.update != "add" or len(tensor.dims) != 1 or len(context) != 1 or mask is None
+                or not isinstance(stmt.value, m.Number) or not isinstance(index, m.Load)
+                or state.spec.access_style != "pointers"):
+            return None
+        bins = tensor.dims[0].text if isinstance(tensor.dims[0], m.Number) else tensor.dims[0].id
+        name = stmt.tensor.id
+        if name not in state.histograms:
+            state.histograms[name] = (bins, state.fresh(f"{name.upper()}_HISTOGRAM"))
+        flag = state.histograms[name][1]
+        lanes = self.exprs.expr(index, context, [])  # loaded already, for the pointer
+        hist, offs = state.fresh(f"{name}_histogram"), state.fresh(f"{name}_bins")
+        dtype = triton_dtype(tensor.dtype) if isinstance(tensor.dtype, m.Name) else f"{name}_ptr.dtype.element_ty"
+        ops = (
+            Line(f"{hist} = tl.histogram(tl.where({mask}, {lanes}, {flag} - 1).to(tl.int32), {flag})"),
+            Line(f"{offs} = tl.arange(0, {flag})"),
+            Line(f"tl.atomic_add({name}_ptr + {offs} * {stride_name(tensor, 0)}, {hist}.to({dtype}) * "
+                 f'{stmt.value.text}, mask=({offs} < {bins}) & ({hist} > 0), sem="relaxed")'),
+        )
+        why = f"few elements of {name} (_rt.histogram_bins): a histogram of the program's lanes, an atomic add per bin"
+        return flag, why, ops
 
     def partial_store(self, stmt: m.Store, context: tuple[str, ...], value: str) -> IfBlock:
         """The store after a split loop: with one part (``tl.num_programs`` of the split axis is

@@ -77,8 +77,8 @@ def conv1d_backward_dx_kernel(
         w = tl.load(w_ptr + offs_o[None, :] * stride_w_o + offs_c[:, None] * stride_w_c + k * stride_w_k, mask=mask_co, other=0.0)
         dy_l_out_index = floor_divide(((offs_l[None, :] + padding) - (dilation * k)), stride)
         mask_ol = mask_o[:, None] & mask_l[None, :] & (dy_l_out_index >= 0) & (dy_l_out_index < L_out)
-        dy = tl.load(dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + dy_l_out_index * stride_dy_l_out, mask=mask_ol & ((a[None, :] % stride) == 0), other=0)
-        acc += tl.dot(_dot_operand(w), _dot_operand(tl.where(mask_o[:, None], tl.where((a[None, :] % stride) == 0, dy, 0), 0.0)))
+        dy = tl.load(dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + dy_l_out_index * stride_dy_l_out, mask=mask_ol & ((a[None, :] % stride) == 0), other=0.0)
+        acc += tl.dot(_dot_operand(w), _dot_operand(dy))
     # specs/conv1d_backward_dx.tile:27: dx[n, c, l] = T(acc)
     mask_cl = mask_c[:, None] & mask_l[None, :]
     dx_ptrs = dx_ptr + pid_n * stride_dx_n + offs_c[:, None] * stride_dx_c + offs_l[None, :] * stride_dx_l

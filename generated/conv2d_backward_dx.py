@@ -88,8 +88,8 @@ def conv2d_backward_dx_kernel(
         dy_h_out_index = floor_divide(((pid_h + ph) - (dh * kh)), sh)
         dy_w_out_index = floor_divide(((offs_v[None, :] + pw) - (dw * kw)), sw)
         mask_ov = tl.where((dy_h_out_index >= 0) & (dy_h_out_index < H_out), mask_o[:, None] & mask_v[None, :] & (dy_w_out_index >= 0) & (dy_w_out_index < W_out), False)
-        dy = tl.load(dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + dy_h_out_index * stride_dy_h_out + dy_w_out_index * stride_dy_w_out, mask=mask_ov & (divides[None, :]), other=0)
-        acc += tl.dot(_dot_operand(weight), _dot_operand(tl.where(mask_o[:, None], tl.where(divides[None, :], dy, 0), 0.0)))
+        dy = tl.load(dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + dy_h_out_index * stride_dy_h_out + dy_w_out_index * stride_dy_w_out, mask=mask_ov & (divides[None, :]), other=0.0)
+        acc += tl.dot(_dot_operand(weight), _dot_operand(dy))
     # specs/conv2d_backward_dx.tile:34: dx[n, c, h, v] = T(acc)
     mask_cv = mask_c[:, None] & mask_v[None, :]
     dx_ptrs = dx_ptr + pid_n * stride_dx_n + offs_c[:, None] * stride_dx_c + pid_h * stride_dx_h + offs_v[None, :] * stride_dx_w

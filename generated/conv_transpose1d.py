@@ -78,10 +78,10 @@ def conv_transpose1d_kernel(
         # specs/conv_transpose1d.tile:33: acc += dot(where(divides, x[n, c, i // stride], 0), w[c, o, k])
         x_l_index = floor_divide(((offs_ol[:, None] + padding) - (dilation * k)), stride)
         mask_olc = mask_c[None, :] & mask_ol[:, None] & (x_l_index >= 0) & (x_l_index < L)
-        x = tl.load(x_ptr + pid_n * stride_x_n + offs_c[None, :] * stride_x_c + x_l_index * stride_x_l, mask=mask_olc & (divides[:, None]), other=0)
+        x = tl.load(x_ptr + pid_n * stride_x_n + offs_c[None, :] * stride_x_c + x_l_index * stride_x_l, mask=mask_olc & (divides[:, None]), other=0.0)
         mask_co = mask_c[:, None] & mask_o[None, :]
         w = tl.load(w_ptr + offs_c[:, None] * stride_w_c + offs_o[None, :] * stride_w_o + k * stride_w_k, mask=mask_co, other=0.0)
-        acc += tl.dot(_dot_operand(tl.where(mask_c[None, :], tl.where(divides[:, None], x, 0), 0.0)), _dot_operand(w))
+        acc += tl.dot(_dot_operand(x), _dot_operand(w))
     # specs/conv_transpose1d.tile:34: y[n, o, ol] = T(acc + f32(bias[o]))
     bias_ptrs = bias_ptr + offs_o[:, None] * stride_bias_o
     bias = tl.load(bias_ptrs, mask=mask_o[:, None]) if HAS_BIAS else tl.full(bias_ptrs.shape, 0, bias_ptr.dtype.element_ty)

@@ -88,10 +88,10 @@ def conv_transpose2d_kernel(
         x_h_index = floor_divide(((pid_oh + ph) - (dh * kh)), sh)
         x_w_index = floor_divide(((offs_ow[:, None] + pw) - (dw * kw)), sw)
         mask_owc = tl.where((x_h_index >= 0) & (x_h_index < H), mask_c[None, :] & mask_ow[:, None] & (x_w_index >= 0) & (x_w_index < W), False)
-        x = tl.load(x_ptr + pid_n * stride_x_n + offs_c[None, :] * stride_x_c + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0)
+        x = tl.load(x_ptr + pid_n * stride_x_n + offs_c[None, :] * stride_x_c + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0.0)
         mask_co = mask_c[:, None] & mask_o[None, :]
         weight = tl.load(weight_ptr + offs_c[:, None] * stride_weight_c + offs_o[None, :] * stride_weight_o + kh * stride_weight_kh + kw * stride_weight_kw, mask=mask_co, other=0.0)
-        acc += tl.dot(_dot_operand(tl.where(mask_c[None, :], tl.where(divides[:, None], x, 0), 0.0)), _dot_operand(weight))
+        acc += tl.dot(_dot_operand(x), _dot_operand(weight))
     # specs/conv_transpose2d.tile:45: y[n, o, oh, ow] = T(acc + f32(bias[o]))
     bias_ptrs = bias_ptr + offs_o[:, None] * stride_bias_o
     bias = tl.load(bias_ptrs, mask=mask_o[:, None]) if HAS_BIAS else tl.full(bias_ptrs.shape, 0, bias_ptr.dtype.element_ty)

@@ -89,10 +89,10 @@ def conv_transpose2d_grouped_kernel(
         x_h_index = floor_divide(((pid_oh + ph) - (dh * kh)), sh)
         x_w_index = floor_divide(((offs_ow[:, None] + pw) - (dw * kw)), sw)
         mask_owc = tl.where((x_h_index >= 0) & (x_h_index < H), mask_c[None, :] & (((pid_g * C_over_groups) + offs_c[None, :]) < C) & mask_ow[:, None] & (x_w_index >= 0) & (x_w_index < W), False)
-        x = tl.load(x_ptr + pid_n * stride_x_n + ((pid_g * C_over_groups) + offs_c[None, :]) * stride_x_c + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0)
+        x = tl.load(x_ptr + pid_n * stride_x_n + ((pid_g * C_over_groups) + offs_c[None, :]) * stride_x_c + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0.0)
         mask_co = mask_c[:, None] & (((pid_g * C_over_groups) + offs_c[:, None]) < C) & mask_o[None, :]
         w = tl.load(w_ptr + ((pid_g * C_over_groups) + offs_c[:, None]) * stride_w_c + offs_o[None, :] * stride_w_og + kh * stride_w_kh + kw * stride_w_kw, mask=mask_co, other=0.0)
-        acc += tl.dot(_dot_operand(tl.where(mask_c[None, :], tl.where(divides[:, None], x, 0), 0.0)), _dot_operand(w))
+        acc += tl.dot(_dot_operand(x), _dot_operand(w))
     # specs/conv_transpose2d_grouped.tile:42: y[n, g * OG + o, oh, ow] = T(acc)
     mask_oow = mask_o[:, None] & (((pid_g * OG) + offs_o[:, None]) < groups_times_OG) & mask_ow[None, :]
     y_ptrs = y_ptr + pid_n * stride_y_n + ((pid_g * OG) + offs_o[:, None]) * stride_y_groups_times_og + pid_oh * stride_y_h_out + offs_ow[None, :] * stride_y_w_out

@@ -78,10 +78,10 @@ def moe_grouped_gemm_backward_dw_kernel(
             offs_m = offs_m.to(tl.int64)
         # specs/moe_grouped_gemm_backward_dw.tile:26: acc += dot(where(m < n_e, x[ends[e - 1] + m, k], 0), dy[ends[e - 1] + m, n])
         mask_km = ((ends_1 + offs_m[None, :]) >= 0) & ((ends_1 + offs_m[None, :]) < S) & mask_k[:, None]
-        x = tl.load(x_ptr + (ends_1 + offs_m[None, :]) * stride_x_s + offs_k[:, None] * stride_x_k, mask=mask_km & (offs_m[None, :] < n_e), other=0)
+        x = tl.load(x_ptr + (ends_1 + offs_m[None, :]) * stride_x_s + offs_k[:, None] * stride_x_k, mask=mask_km & (offs_m[None, :] < n_e), other=0.0)
         mask_mn = ((ends_1 + offs_m[:, None]) >= 0) & ((ends_1 + offs_m[:, None]) < S) & mask_n[None, :]
         dy = tl.load(dy_ptr + (ends_1 + offs_m[:, None]) * stride_dy_s + offs_n[None, :] * stride_dy_n, mask=mask_mn, other=0.0)
-        acc += tl.dot(_dot_operand(tl.where(offs_m[None, :] < n_e, x, 0)), _dot_operand(dy))
+        acc += tl.dot(_dot_operand(x), _dot_operand(dy))
     # the last tile, if L % BM != 0: masked
     for m in range(L // BM, min(tl.cdiv(L, BM), tl.cdiv(n_e, BM))):
         offs_m = m * BM + tl.arange(0, BM)
@@ -90,10 +90,10 @@ def moe_grouped_gemm_backward_dw_kernel(
         mask_m = offs_m < L
         # specs/moe_grouped_gemm_backward_dw.tile:26: acc += dot(where(m < n_e, x[ends[e - 1] + m, k], 0), dy[ends[e - 1] + m, n])
         mask_km = mask_m[None, :] & ((ends_1 + offs_m[None, :]) >= 0) & ((ends_1 + offs_m[None, :]) < S) & mask_k[:, None]
-        x = tl.load(x_ptr + (ends_1 + offs_m[None, :]) * stride_x_s + offs_k[:, None] * stride_x_k, mask=mask_km & (offs_m[None, :] < n_e), other=0)
+        x = tl.load(x_ptr + (ends_1 + offs_m[None, :]) * stride_x_s + offs_k[:, None] * stride_x_k, mask=mask_km & (offs_m[None, :] < n_e), other=0.0)
         mask_mn = mask_m[:, None] & ((ends_1 + offs_m[:, None]) >= 0) & ((ends_1 + offs_m[:, None]) < S) & mask_n[None, :]
         dy = tl.load(dy_ptr + (ends_1 + offs_m[:, None]) * stride_dy_s + offs_n[None, :] * stride_dy_n, mask=mask_mn, other=0.0)
-        acc += tl.dot(_dot_operand(tl.where(mask_m[None, :], tl.where(offs_m[None, :] < n_e, x, 0), 0.0)), _dot_operand(dy))
+        acc += tl.dot(_dot_operand(x), _dot_operand(dy))
     # specs/moe_grouped_gemm_backward_dw.tile:27: dw[e, k, n] = acc
     mask_kn = mask_k[:, None] & mask_n[None, :]
     dw_ptrs = dw_ptr + pid_e * stride_dw_e + offs_k[:, None] * stride_dw_k + offs_n[None, :] * stride_dw_n

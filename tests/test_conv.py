@@ -322,6 +322,38 @@ def test_index_loops_around_a_loop_of_sums_run_as_one_loop(compiled, config):
     torch.testing.assert_close(peak.taps_peak(x, w, config=config), partial.amax(0), atol=1e-4, rtol=1e-4)
 
 
+KEPT_DOT = """
+kernel kept_dot
+  in  x: f32[M, K]
+  in  w: f32[K, N]
+  in  lim: i32
+  out y: f32[M, N]
+  block BM, BN, BK
+  grid  m over M by BM, n over N by BN
+  tune key M, N, K
+    config BM = 16, BN = 16, BK = 16, num_warps = 4, num_stages = 1
+    config BM = 32, BN = 16, BK = 32, num_warps = 4, num_stages = 2
+  acc: f32[m, n] = 0
+  for k over K by BK
+    acc += dot(where(k < lim, x[m, k], 0), w[k, n])
+  y[m, n] = acc
+"""
+
+
+@pytest.mark.parametrize("config", [0, 1])
+def test_a_dot_operand_kept_where_a_condition_holds_is_loaded_only_there(compiled, config):
+    """``dot(where(k < lim, x[m, k], 0), w)`` (a transposed convolution's taps the stride divides)
+    loads x only where the condition holds, as zeros elsewhere and past K's end, with no ``where``
+    left on the operand: a NaN where it fails reaches nothing."""
+    module = compiled(KEPT_DOT, "kept_dot")
+    source = open(module.__file__, encoding="utf-8").read()
+    assert source.count("acc += tl.dot(x, w)") == 2  # the whole tiles of k, then the masked last one
+    x, w = randn(19, 37), randn(37, 23, seed=1)
+    x[:, 20:] = float("nan")
+    got = module.kept_dot(x, w, 20, config=config)
+    torch.testing.assert_close(got, x[:, :20] @ w[:20], atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize(("stride", "padding", "dilation", "dtype"), [
     ((1, 1), (0, 0), (1, 1), torch.float32), ((2, 3), (1, 2), (1, 2), torch.float32),
     ((2, 1), (1, 0), (2, 1), torch.bfloat16),

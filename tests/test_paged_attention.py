@@ -170,7 +170,7 @@ def test_the_key_loop_ends_at_the_sequences_length():
     assert len(loops) == 2 and all(line.endswith(", tl.cdiv(n_b, BN))):") for line in loops), loops
     assert "(offs_n[None, :] // PAGE) * stride_block_table_maxp" in source
     assert "(offs_n[:, None] % PAGE) * stride_v_cache_page" in source
-    assert "mask=mask_nd & (offs_n[:, None] < n_b), other=0)" in source
+    assert "mask=mask_nd & (offs_n[:, None] < n_b), other=0.0)" in source
 
 
 def _split_then_combine(generated, inputs, scale, pages_per_split):

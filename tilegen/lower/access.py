@@ -278,6 +278,16 @@ class Access:
             ops = preheader
         return ops
 
+    def takes_guard(self, expr: m.Load, context: tuple[str, ...], ops: list[Op] | None, fill: str | None) -> bool:
+        """Whether :meth:`load` of ``expr`` joins a ``guard`` to its mask: not where the tile is
+        loaded whole already (no second load), nor where the load is hoisted before a loop, goes
+        through block pointers or descriptors, or has no tile axis (only a load made where the
+        guard is, through pointers, takes it)."""
+        state = self.state
+        return ((m.expr_key(expr), context, fill) not in state.loads and ops is not None
+                and self.hoisted(expr, ops) is ops and state.spec.access_style == "pointers"
+                and bool(self.tile_axes(expr.index)))
+
     def load(self, expr: m.Load, context: tuple[str, ...], ops: list[Op] | None, fill: str | None = None,
              guard: str | None = None) -> str:
         """Emit ``tile = tl.load(...)`` and return the tile, broadcast to ``context``; masked-off
@@ -289,11 +299,8 @@ class Access:
         hoisted before a loop or goes through block pointers or descriptors. Without ``ops``, only such
         a tile (a nested gather's index, whose mask :meth:`pointer_expr` recomputes)."""
         state = self.state
-        if guard is not None and (m.expr_key(expr), context, fill) in state.loads:
-            guard = None  # loaded whole already: no second load
-        if guard is not None and (ops is None or self.hoisted(expr, ops) is not ops
-                                  or state.spec.access_style != "pointers" or not self.tile_axes(expr.index)):
-            guard = None  # only a load made where the guard is, through pointers, takes it
+        if guard is not None and not self.takes_guard(expr, context, ops, fill):
+            guard = None
         key: LoadKey = (m.expr_key(expr), context, fill if guard is None else f"{fill} if {guard}")
         if key in state.loads:
             return state.loads[key]

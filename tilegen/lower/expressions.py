@@ -663,8 +663,12 @@ class Expressions(ExpressionTypes):
         i, j = next(x for x in a_axes if x != k), next(x for x in b_axes if x != k)
         operands = []
         for arg, own in ((call.args[0], (i, k)), (call.args[1], (k, j))):
+            kept = _kept_else_zero(arg)
             if isinstance(arg, m.Load):  # padding lanes of k must add nothing: loaded as zeros
                 text = self.access.load(arg, own, ops, fill="0.0")
+            elif kept is not None and self.access.takes_guard(kept[1], own, ops, "0.0"):
+                # where(divides, x[..], 0): x loaded as zeros where the condition fails, as past k's end
+                text = self.access.load(kept[1], own, ops, fill="0.0", guard=self.expr(kept[0], own, ops))
             else:
                 text = self.expr(arg, own, ops)
                 if (mask := self.lane_mask(k)) is not None:  # a computed tile: its padding lanes of k zeroed
@@ -735,3 +739,12 @@ class Expressions(ExpressionTypes):
             return self.call(expr, context, ops)
         raise AssertionError(f"unhandled expression {expr!r}")  # pragma: no cover
 
+
+def _kept_else_zero(expr: m.Expr) -> tuple[m.Expr, m.Load] | None:
+    """``(condition, load)`` of ``where(condition, load, 0)``, a tile kept where a condition holds
+    and 0 elsewhere; else None."""
+    if (isinstance(expr, m.Call) and expr.func.id == "where" and len(expr.args) == 3
+            and isinstance(expr.args[1], m.Load) and isinstance(expr.args[2], m.Number)
+            and float(expr.args[2].text) == 0.0):
+        return expr.args[0], expr.args[1]
+    return None

@@ -46,8 +46,19 @@ def conv1d_backward_dbias_kernel(
     acc = tl.zeros((BO,), dtype=tl.float32)
     # specs/conv1d_backward_dbias.tile:14: for n over N
     # specs/conv1d_backward_dbias.tile:15: for ol over L_out by BL
-    # the taps (n) and every tile of ol in one loop, masked
-    for n_ol in range(0, N * tl.cdiv(L_out, BL)):
+    # the taps (n) and the tiles of ol inside L_out in one loop: no masks
+    for n_ol in range(0, N * (L_out // BL)):
+        n = n_ol % N
+        ol = n_ol // N
+        offs_ol = ol * BL + tl.arange(0, BL)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_ol = offs_ol.to(tl.int64)
+        # specs/conv1d_backward_dbias.tile:16: acc += sum(f32(dy[n, o, ol]), dim=ol)
+        dy = tl.load(dy_ptr + n * stride_dy_n + offs_o[:, None] * stride_dy_o + offs_ol[None, :] * stride_dy_l_out, mask=mask_o[:, None])
+        sum_ol = tl.sum(dy.to(tl.float32), axis=1)
+        acc += sum_ol
+    # the last tile, if L_out % BL != 0, at every tap: masked
+    for n_ol in range(N * (L_out // BL), N * tl.cdiv(L_out, BL)):
         n = n_ol % N
         ol = n_ol // N
         offs_ol = ol * BL + tl.arange(0, BL)

@@ -61,8 +61,20 @@ def conv1d_backward_dw_kernel(
     acc = tl.zeros((BO, BC), dtype=tl.float32)
     # specs/conv1d_backward_dw.tile:23: for n over N
     # specs/conv1d_backward_dw.tile:24: for ol over L_out by BL
-    # the taps (n) and every tile of ol in one loop, masked
-    for n_ol in range(0, N * tl.cdiv(L_out, BL)):
+    # the taps (n) and the tiles of ol inside L_out in one loop: no masks
+    for n_ol in range(0, N * (L_out // BL)):
+        n = n_ol % N
+        ol = n_ol // N
+        offs_ol = ol * BL + tl.arange(0, BL)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_ol = offs_ol.to(tl.int64)
+        # specs/conv1d_backward_dw.tile:25: acc += dot(dy[n, o, ol], x[n, c, stride * ol + dilation * k - padding])
+        dy = tl.load(dy_ptr + n * stride_dy_n + offs_o[:, None] * stride_dy_o + offs_ol[None, :] * stride_dy_l_out, mask=mask_o[:, None], other=0.0)
+        mask_olc = mask_c[None, :] & ((((stride * offs_ol[:, None]) + (dilation * pid_k)) - padding) >= 0) & ((((stride * offs_ol[:, None]) + (dilation * pid_k)) - padding) < L)
+        x = tl.load(x_ptr + n * stride_x_n + offs_c[None, :] * stride_x_c + (((stride * offs_ol[:, None]) + (dilation * pid_k)) - padding) * stride_x_l, mask=mask_olc, other=0.0)
+        acc += tl.dot(_dot_operand(dy), _dot_operand(x))
+    # the last tile, if L_out % BL != 0, at every tap: masked
+    for n_ol in range(N * (L_out // BL), N * tl.cdiv(L_out, BL)):
         n = n_ol % N
         ol = n_ol // N
         offs_ol = ol * BL + tl.arange(0, BL)

@@ -62,8 +62,23 @@ def conv1d_backward_dx_kernel(
     acc = tl.zeros((BC, BL), dtype=tl.float32)
     # specs/conv1d_backward_dx.tile:23: for k over K
     # specs/conv1d_backward_dx.tile:25: for o over O by BO
-    # the taps (k) and every tile of o in one loop, masked
-    for k_o in range(0, K * tl.cdiv(O, BO)):
+    # the taps (k) and the tiles of o inside O in one loop: no masks
+    for k_o in range(0, K * (O // BO)):
+        k = k_o % K
+        o = k_o // K
+        # specs/conv1d_backward_dx.tile:24: a = l + padding - dilation * k
+        a = offs_l + padding - dilation * k
+        offs_o = o * BO + tl.arange(0, BO)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_o = offs_o.to(tl.int64)
+        # specs/conv1d_backward_dx.tile:26: acc += dot(w[o, c, k], where(a % stride == 0, dy[n, o, a // stride], 0))
+        w = tl.load(w_ptr + offs_o[None, :] * stride_w_o + offs_c[:, None] * stride_w_c + k * stride_w_k, mask=mask_c[:, None], other=0.0)
+        dy_l_out_index = floor_divide(((offs_l[None, :] + padding) - (dilation * k)), stride)
+        mask_ol = mask_l[None, :] & (dy_l_out_index >= 0) & (dy_l_out_index < L_out)
+        dy = tl.load(dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + dy_l_out_index * stride_dy_l_out, mask=mask_ol & ((a[None, :] % stride) == 0), other=0.0)
+        acc += tl.dot(_dot_operand(w), _dot_operand(dy))
+    # the last tile, if O % BO != 0, at every tap: masked
+    for k_o in range(K * (O // BO), K * tl.cdiv(O, BO)):
         k = k_o % K
         o = k_o // K
         # specs/conv1d_backward_dx.tile:24: a = l + padding - dilation * k

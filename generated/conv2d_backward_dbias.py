@@ -47,8 +47,20 @@ def conv2d_backward_dbias_kernel(
     # specs/conv2d_backward_dbias.tile:15: for n over N
     # specs/conv2d_backward_dbias.tile:16: for oh over H_out
     # specs/conv2d_backward_dbias.tile:17: for ow over W_out by BW
-    # the taps (n, oh) and every tile of ow in one loop, masked
-    for n_oh_ow in range(0, N * H_out * tl.cdiv(W_out, BW)):
+    # the taps (n, oh) and the tiles of ow inside W_out in one loop: no masks
+    for n_oh_ow in range(0, N * H_out * (W_out // BW)):
+        n = n_oh_ow // H_out % N
+        oh = n_oh_ow % H_out
+        ow = n_oh_ow // (N * H_out)
+        offs_ow = ow * BW + tl.arange(0, BW)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_ow = offs_ow.to(tl.int64)
+        # specs/conv2d_backward_dbias.tile:18: acc += sum(f32(dy[n, o, oh, ow]), dim=ow)
+        dy = tl.load(dy_ptr + n * stride_dy_n + offs_o[:, None] * stride_dy_o + oh * stride_dy_h_out + offs_ow[None, :] * stride_dy_w_out, mask=mask_o[:, None])
+        sum_ow = tl.sum(dy.to(tl.float32), axis=1)
+        acc += sum_ow
+    # the last tile, if W_out % BW != 0, at every tap: masked
+    for n_oh_ow in range(N * H_out * (W_out // BW), N * H_out * tl.cdiv(W_out, BW)):
         n = n_oh_ow // H_out % N
         oh = n_oh_ow % H_out
         ow = n_oh_ow // (N * H_out)

@@ -59,8 +59,22 @@ def conv2d_depthwise_backward_dweight_kernel(
     # specs/conv2d_depthwise_backward_dweight.tile:24: for n over N
     # specs/conv2d_depthwise_backward_dweight.tile:25: for oh over H_out
     # specs/conv2d_depthwise_backward_dweight.tile:26: for ow over W_out by BW
-    # the taps (n, oh) and every tile of ow in one loop, masked
-    for n_oh_ow in range(0, N * H_out * tl.cdiv(W_out, BW)):
+    # the taps (n, oh) and the tiles of ow inside W_out in one loop: no masks
+    for n_oh_ow in range(0, N * H_out * (W_out // BW)):
+        n = n_oh_ow // H_out % N
+        oh = n_oh_ow % H_out
+        ow = n_oh_ow // (N * H_out)
+        offs_ow = ow * BW + tl.arange(0, BW)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_ow = offs_ow.to(tl.int64)
+        # specs/conv2d_depthwise_backward_dweight.tile:27: acc += sum(f32(dy[n, c, oh, ow]) * f32(x[n, c, sh * oh + dh * kh - ph, sw * ow + dw * kw - pw]), dim=ow)
+        dy = tl.load(dy_ptr + n * stride_dy_n + offs_c[:, None] * stride_dy_c + oh * stride_dy_h_out + offs_ow[None, :] * stride_dy_w_out, mask=mask_c[:, None])
+        mask_cow = tl.where(((((sh * oh) + (dh * pid_kh)) - ph) >= 0) & ((((sh * oh) + (dh * pid_kh)) - ph) < H), mask_c[:, None] & ((((sw * offs_ow[None, :]) + (dw * pid_kw)) - pw) >= 0) & ((((sw * offs_ow[None, :]) + (dw * pid_kw)) - pw) < W), False)
+        x = tl.load(x_ptr + n * stride_x_n + offs_c[:, None] * stride_x_c + (((sh * oh) + (dh * pid_kh)) - ph) * stride_x_h + (((sw * offs_ow[None, :]) + (dw * pid_kw)) - pw) * stride_x_w, mask=mask_cow, other=0)
+        sum_ow = tl.sum((dy.to(tl.float32) * x.to(tl.float32)).to(tl.float32), axis=1)
+        acc += sum_ow
+    # the last tile, if W_out % BW != 0, at every tap: masked
+    for n_oh_ow in range(N * H_out * (W_out // BW), N * H_out * tl.cdiv(W_out, BW)):
         n = n_oh_ow // H_out % N
         oh = n_oh_ow % H_out
         ow = n_oh_ow // (N * H_out)

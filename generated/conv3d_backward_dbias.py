@@ -48,8 +48,21 @@ def conv3d_backward_dbias_kernel(
     # specs/conv3d_backward_dbias.tile:15: for od over D_out
     # specs/conv3d_backward_dbias.tile:16: for oh over H_out
     # specs/conv3d_backward_dbias.tile:17: for ow over W_out by BW
-    # the taps (n, od, oh) and every tile of ow in one loop, masked
-    for n_od_oh_ow in range(0, N * D_out * H_out * tl.cdiv(W_out, BW)):
+    # the taps (n, od, oh) and the tiles of ow inside W_out in one loop: no masks
+    for n_od_oh_ow in range(0, N * D_out * H_out * (W_out // BW)):
+        n = n_od_oh_ow // (D_out * H_out) % N
+        od = n_od_oh_ow // H_out % D_out
+        oh = n_od_oh_ow % H_out
+        ow = n_od_oh_ow // (N * D_out * H_out)
+        offs_ow = ow * BW + tl.arange(0, BW)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_ow = offs_ow.to(tl.int64)
+        # specs/conv3d_backward_dbias.tile:18: acc += sum(f32(dy[n, o, od, oh, ow]), dim=ow)
+        dy = tl.load(dy_ptr + n * stride_dy_n + offs_o[:, None] * stride_dy_o + od * stride_dy_d_out + oh * stride_dy_h_out + offs_ow[None, :] * stride_dy_w_out, mask=mask_o[:, None])
+        sum_ow = tl.sum(dy.to(tl.float32), axis=1)
+        acc += sum_ow
+    # the last tile, if W_out % BW != 0, at every tap: masked
+    for n_od_oh_ow in range(N * D_out * H_out * (W_out // BW), N * D_out * H_out * tl.cdiv(W_out, BW)):
         n = n_od_oh_ow // (D_out * H_out) % N
         od = n_od_oh_ow // H_out % D_out
         oh = n_od_oh_ow % H_out

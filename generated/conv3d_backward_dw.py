@@ -69,8 +69,22 @@ def conv3d_backward_dw_kernel(
     # specs/conv3d_backward_dw.tile:23: for od over D_out
     # specs/conv3d_backward_dw.tile:24: for oh over H_out
     # specs/conv3d_backward_dw.tile:25: for ow over W_out by BW
-    # the taps (n, od, oh) and every tile of ow in one loop, masked
-    for n_od_oh_ow in range(0, N * D_out * H_out * tl.cdiv(W_out, BW)):
+    # the taps (n, od, oh) and the tiles of ow inside W_out in one loop: no masks
+    for n_od_oh_ow in range(0, N * D_out * H_out * (W_out // BW)):
+        n = n_od_oh_ow // (D_out * H_out) % N
+        od = n_od_oh_ow // H_out % D_out
+        oh = n_od_oh_ow % H_out
+        ow = n_od_oh_ow // (N * D_out * H_out)
+        offs_ow = ow * BW + tl.arange(0, BW)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_ow = offs_ow.to(tl.int64)
+        # specs/conv3d_backward_dw.tile:26: acc += dot(dy[n, o, od, oh, ow], x[n, c, stride * od + dilation * kd - padding, stride * oh + dilation * kh - padding, stride * ow + dilation * kw - padding])
+        dy = tl.load(dy_ptr + n * stride_dy_n + offs_o[:, None] * stride_dy_o + od * stride_dy_d_out + oh * stride_dy_h_out + offs_ow[None, :] * stride_dy_w_out, mask=mask_o[:, None], other=0.0)
+        mask_owc = tl.where(((((stride * od) + (dilation * pid_kd)) - padding) >= 0) & ((((stride * od) + (dilation * pid_kd)) - padding) < D) & ((((stride * oh) + (dilation * pid_kh)) - padding) >= 0) & ((((stride * oh) + (dilation * pid_kh)) - padding) < H), mask_c[None, :] & ((((stride * offs_ow[:, None]) + (dilation * pid_kw)) - padding) >= 0) & ((((stride * offs_ow[:, None]) + (dilation * pid_kw)) - padding) < W), False)
+        x = tl.load(x_ptr + n * stride_x_n + offs_c[None, :] * stride_x_c + (((stride * od) + (dilation * pid_kd)) - padding) * stride_x_d + (((stride * oh) + (dilation * pid_kh)) - padding) * stride_x_h + (((stride * offs_ow[:, None]) + (dilation * pid_kw)) - padding) * stride_x_w, mask=mask_owc, other=0.0)
+        acc += tl.dot(_dot_operand(dy), _dot_operand(x))
+    # the last tile, if W_out % BW != 0, at every tap: masked
+    for n_od_oh_ow in range(N * D_out * H_out * (W_out // BW), N * D_out * H_out * tl.cdiv(W_out, BW)):
         n = n_od_oh_ow // (D_out * H_out) % N
         od = n_od_oh_ow // H_out % D_out
         oh = n_od_oh_ow % H_out

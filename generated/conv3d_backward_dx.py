@@ -69,8 +69,33 @@ def conv3d_backward_dx_kernel(
     # specs/conv3d_backward_dx.tile:23: for kh over KH
     # specs/conv3d_backward_dx.tile:24: for kw over KW
     # specs/conv3d_backward_dx.tile:29: for o over O by BO
-    # the taps (kd, kh, kw) and every tile of o in one loop, masked
-    for kd_kh_kw_o in range(0, KD * KH * KW * tl.cdiv(O, BO)):
+    # the taps (kd, kh, kw) and the tiles of o inside O in one loop: no masks
+    for kd_kh_kw_o in range(0, KD * KH * KW * (O // BO)):
+        kd = kd_kh_kw_o // (KH * KW) % KD
+        kh = kd_kh_kw_o // KW % KH
+        kw = kd_kh_kw_o % KW
+        o = kd_kh_kw_o // (KD * KH * KW)
+        # specs/conv3d_backward_dx.tile:25: a = i + padding - dilation * kd
+        a = pid_i + padding - dilation * kd
+        # specs/conv3d_backward_dx.tile:26: b = h + padding - dilation * kh
+        b = pid_h + padding - dilation * kh
+        # specs/conv3d_backward_dx.tile:27: e = v + padding - dilation * kw
+        e = offs_v + padding - dilation * kw
+        # specs/conv3d_backward_dx.tile:28: divides = (a % stride == 0) & (b % stride == 0) & (e % stride == 0)
+        divides = tl.where(((a % stride) == 0) & ((b % stride) == 0), (e % stride) == 0, False)
+        offs_o = o * BO + tl.arange(0, BO)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_o = offs_o.to(tl.int64)
+        # specs/conv3d_backward_dx.tile:30: acc += dot(w[o, c, kd, kh, kw], where(divides, dy[n, o, a // stride, b // stride, e // stride], 0))
+        w = tl.load(w_ptr + offs_o[None, :] * stride_w_o + offs_c[:, None] * stride_w_c + kd * stride_w_kd + kh * stride_w_kh + kw * stride_w_kw, mask=mask_c[:, None], other=0.0)
+        dy_d_out_index = floor_divide(((pid_i + padding) - (dilation * kd)), stride)
+        dy_h_out_index = floor_divide(((pid_h + padding) - (dilation * kh)), stride)
+        dy_w_out_index = floor_divide(((offs_v[None, :] + padding) - (dilation * kw)), stride)
+        mask_ov = tl.where((dy_d_out_index >= 0) & (dy_d_out_index < D_out) & (dy_h_out_index >= 0) & (dy_h_out_index < H_out), mask_v[None, :] & (dy_w_out_index >= 0) & (dy_w_out_index < W_out), False)
+        dy = tl.load(dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + dy_d_out_index * stride_dy_d_out + dy_h_out_index * stride_dy_h_out + dy_w_out_index * stride_dy_w_out, mask=mask_ov & (divides[None, :]), other=0.0)
+        acc += tl.dot(_dot_operand(w), _dot_operand(dy))
+    # the last tile, if O % BO != 0, at every tap: masked
+    for kd_kh_kw_o in range(KD * KH * KW * (O // BO), KD * KH * KW * tl.cdiv(O, BO)):
         kd = kd_kh_kw_o // (KH * KW) % KD
         kh = kd_kh_kw_o // KW % KH
         kw = kd_kh_kw_o % KW

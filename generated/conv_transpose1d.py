@@ -63,8 +63,25 @@ def conv_transpose1d_kernel(
     acc = tl.zeros((BL, BO), dtype=tl.float32)
     # specs/conv_transpose1d.tile:29: for k over K
     # specs/conv_transpose1d.tile:32: for c over C by BC
-    # the taps (k) and every tile of c in one loop, masked
-    for k_c in range(0, K * tl.cdiv(C, BC)):
+    # the taps (k) and the tiles of c inside C in one loop: no masks
+    for k_c in range(0, K * (C // BC)):
+        k = k_c % K
+        c = k_c // K
+        # specs/conv_transpose1d.tile:30: i = ol + padding - dilation * k
+        i = offs_ol + padding - dilation * k
+        # specs/conv_transpose1d.tile:31: divides = i % stride == 0
+        divides = (i % stride) == 0
+        offs_c = c * BC + tl.arange(0, BC)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c = offs_c.to(tl.int64)
+        # specs/conv_transpose1d.tile:33: acc += dot(where(divides, x[n, c, i // stride], 0), w[c, o, k])
+        x_l_index = floor_divide(((offs_ol[:, None] + padding) - (dilation * k)), stride)
+        mask_olc = mask_ol[:, None] & (x_l_index >= 0) & (x_l_index < L)
+        x = tl.load(x_ptr + pid_n * stride_x_n + offs_c[None, :] * stride_x_c + x_l_index * stride_x_l, mask=mask_olc & (divides[:, None]), other=0.0)
+        w = tl.load(w_ptr + offs_c[:, None] * stride_w_c + offs_o[None, :] * stride_w_o + k * stride_w_k, mask=mask_o[None, :], other=0.0)
+        acc += tl.dot(_dot_operand(x), _dot_operand(w))
+    # the last tile, if C % BC != 0, at every tap: masked
+    for k_c in range(K * (C // BC), K * tl.cdiv(C, BC)):
         k = k_c % K
         c = k_c // K
         # specs/conv_transpose1d.tile:30: i = ol + padding - dilation * k

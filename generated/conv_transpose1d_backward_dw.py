@@ -60,8 +60,20 @@ def conv_transpose1d_backward_dw_kernel(
     acc = tl.zeros((BC, BO), dtype=tl.float32)
     # specs/conv_transpose1d_backward_dw.tile:21: for n over N
     # specs/conv_transpose1d_backward_dw.tile:22: for il over L by BL
-    # the taps (n) and every tile of il in one loop, masked
-    for n_il in range(0, N * tl.cdiv(L, BL)):
+    # the taps (n) and the tiles of il inside L in one loop: no masks
+    for n_il in range(0, N * (L // BL)):
+        n = n_il % N
+        il = n_il // N
+        offs_il = il * BL + tl.arange(0, BL)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_il = offs_il.to(tl.int64)
+        # specs/conv_transpose1d_backward_dw.tile:23: acc += dot(x[n, c, il], dy[n, o, stride * il + dilation * k - padding])
+        x = tl.load(x_ptr + n * stride_x_n + offs_c[:, None] * stride_x_c + offs_il[None, :] * stride_x_l, mask=mask_c[:, None], other=0.0)
+        mask_ilo = mask_o[None, :] & ((((stride * offs_il[:, None]) + (dilation * pid_k)) - padding) >= 0) & ((((stride * offs_il[:, None]) + (dilation * pid_k)) - padding) < L_out)
+        dy = tl.load(dy_ptr + n * stride_dy_n + offs_o[None, :] * stride_dy_o + (((stride * offs_il[:, None]) + (dilation * pid_k)) - padding) * stride_dy_l_out, mask=mask_ilo, other=0.0)
+        acc += tl.dot(_dot_operand(x), _dot_operand(dy))
+    # the last tile, if L % BL != 0, at every tap: masked
+    for n_il in range(N * (L // BL), N * tl.cdiv(L, BL)):
         n = n_il % N
         il = n_il // N
         offs_il = il * BL + tl.arange(0, BL)

@@ -65,8 +65,21 @@ def conv_transpose2d_backward_dweight_kernel(
     # specs/conv_transpose2d_backward_dweight.tile:25: for n over N
     # specs/conv_transpose2d_backward_dweight.tile:26: for ih over H
     # specs/conv_transpose2d_backward_dweight.tile:27: for iw over W by BW
-    # the taps (n, ih) and every tile of iw in one loop, masked
-    for n_ih_iw in range(0, N * H * tl.cdiv(W, BW)):
+    # the taps (n, ih) and the tiles of iw inside W in one loop: no masks
+    for n_ih_iw in range(0, N * H * (W // BW)):
+        n = n_ih_iw // H % N
+        ih = n_ih_iw % H
+        iw = n_ih_iw // (N * H)
+        offs_iw = iw * BW + tl.arange(0, BW)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_iw = offs_iw.to(tl.int64)
+        # specs/conv_transpose2d_backward_dweight.tile:28: acc += dot(x[n, c, ih, iw], dy[n, o, sh * ih + dh * kh - ph, sw * iw + dw * kw - pw])
+        x = tl.load(x_ptr + n * stride_x_n + offs_c[:, None] * stride_x_c + ih * stride_x_h + offs_iw[None, :] * stride_x_w, mask=mask_c[:, None], other=0.0)
+        mask_iwo = tl.where(((((sh * ih) + (dh * pid_kh)) - ph) >= 0) & ((((sh * ih) + (dh * pid_kh)) - ph) < H_out), mask_o[None, :] & ((((sw * offs_iw[:, None]) + (dw * pid_kw)) - pw) >= 0) & ((((sw * offs_iw[:, None]) + (dw * pid_kw)) - pw) < W_out), False)
+        dy = tl.load(dy_ptr + n * stride_dy_n + offs_o[None, :] * stride_dy_o + (((sh * ih) + (dh * pid_kh)) - ph) * stride_dy_h_out + (((sw * offs_iw[:, None]) + (dw * pid_kw)) - pw) * stride_dy_w_out, mask=mask_iwo, other=0.0)
+        acc += tl.dot(_dot_operand(x), _dot_operand(dy))
+    # the last tile, if W % BW != 0, at every tap: masked
+    for n_ih_iw in range(N * H * (W // BW), N * H * tl.cdiv(W, BW)):
         n = n_ih_iw // H % N
         ih = n_ih_iw % H
         iw = n_ih_iw // (N * H)

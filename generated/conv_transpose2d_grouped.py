@@ -70,8 +70,30 @@ def conv_transpose2d_grouped_kernel(
     # specs/conv_transpose2d_grouped.tile:34: for kh over KH
     # specs/conv_transpose2d_grouped.tile:35: for kw over KW
     # specs/conv_transpose2d_grouped.tile:39: for c over C / groups by BC
-    # the taps (kh, kw) and every tile of c in one loop, masked
-    for kh_kw_c in range(0, KH * KW * tl.cdiv(C_over_groups, BC)):
+    # the taps (kh, kw) and the tiles of c inside C_over_groups in one loop: no masks
+    for kh_kw_c in range(0, KH * KW * (C_over_groups // BC)):
+        kh = kh_kw_c // KW % KH
+        kw = kh_kw_c % KW
+        c = kh_kw_c // (KH * KW)
+        # specs/conv_transpose2d_grouped.tile:36: h = oh + ph - dh * kh
+        h = pid_oh + ph - dh * kh
+        # specs/conv_transpose2d_grouped.tile:37: v = ow + pw - dw * kw
+        v = offs_ow + pw - dw * kw
+        # specs/conv_transpose2d_grouped.tile:38: divides = (h % sh == 0) & (v % sw == 0)
+        divides = tl.where((h % sh) == 0, (v % sw) == 0, False)
+        offs_c = c * BC + tl.arange(0, BC)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c = offs_c.to(tl.int64)
+        # specs/conv_transpose2d_grouped.tile:40: acc += dot(where(divides, x[n, g * (C / groups) + c, h // sh, v // sw], 0),
+        x_h_index = floor_divide(((pid_oh + ph) - (dh * kh)), sh)
+        x_w_index = floor_divide(((offs_ow[:, None] + pw) - (dw * kw)), sw)
+        mask_owc = tl.where((x_h_index >= 0) & (x_h_index < H), (((pid_g * C_over_groups) + offs_c[None, :]) < C) & mask_ow[:, None] & (x_w_index >= 0) & (x_w_index < W), False)
+        x = tl.load(x_ptr + pid_n * stride_x_n + ((pid_g * C_over_groups) + offs_c[None, :]) * stride_x_c + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0.0)
+        mask_co = (((pid_g * C_over_groups) + offs_c[:, None]) < C) & mask_o[None, :]
+        w = tl.load(w_ptr + ((pid_g * C_over_groups) + offs_c[:, None]) * stride_w_c + offs_o[None, :] * stride_w_og + kh * stride_w_kh + kw * stride_w_kw, mask=mask_co, other=0.0)
+        acc += tl.dot(_dot_operand(x), _dot_operand(w))
+    # the last tile, if C_over_groups % BC != 0, at every tap: masked
+    for kh_kw_c in range(KH * KW * (C_over_groups // BC), KH * KW * tl.cdiv(C_over_groups, BC)):
         kh = kh_kw_c // KW % KH
         kw = kh_kw_c % KW
         c = kh_kw_c // (KH * KW)

@@ -72,8 +72,33 @@ def conv_transpose3d_kernel(
     # specs/conv_transpose3d.tile:33: for kh over KH
     # specs/conv_transpose3d.tile:34: for kw over KW
     # specs/conv_transpose3d.tile:39: for c over C by BC
-    # the taps (kd, kh, kw) and every tile of c in one loop, masked
-    for kd_kh_kw_c in range(0, KD * KH * KW * tl.cdiv(C, BC)):
+    # the taps (kd, kh, kw) and the tiles of c inside C in one loop: no masks
+    for kd_kh_kw_c in range(0, KD * KH * KW * (C // BC)):
+        kd = kd_kh_kw_c // (KH * KW) % KD
+        kh = kd_kh_kw_c // KW % KH
+        kw = kd_kh_kw_c % KW
+        c = kd_kh_kw_c // (KD * KH * KW)
+        # specs/conv_transpose3d.tile:35: i = od + padding - dilation * kd
+        i = pid_od + padding - dilation * kd
+        # specs/conv_transpose3d.tile:36: h = oh + padding - dilation * kh
+        h = pid_oh + padding - dilation * kh
+        # specs/conv_transpose3d.tile:37: v = ow + padding - dilation * kw
+        v = offs_ow + padding - dilation * kw
+        # specs/conv_transpose3d.tile:38: divides = (i % stride == 0) & (h % stride == 0) & (v % stride == 0)
+        divides = tl.where(((i % stride) == 0) & ((h % stride) == 0), (v % stride) == 0, False)
+        offs_c = c * BC + tl.arange(0, BC)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c = offs_c.to(tl.int64)
+        # specs/conv_transpose3d.tile:40: acc += dot(where(divides, x[n, c, i // stride, h // stride, v // stride], 0), w[c, o, kd, kh, kw])
+        x_d_index = floor_divide(((pid_od + padding) - (dilation * kd)), stride)
+        x_h_index = floor_divide(((pid_oh + padding) - (dilation * kh)), stride)
+        x_w_index = floor_divide(((offs_ow[:, None] + padding) - (dilation * kw)), stride)
+        mask_owc = tl.where((x_d_index >= 0) & (x_d_index < D) & (x_h_index >= 0) & (x_h_index < H), mask_ow[:, None] & (x_w_index >= 0) & (x_w_index < W), False)
+        x = tl.load(x_ptr + pid_n * stride_x_n + offs_c[None, :] * stride_x_c + x_d_index * stride_x_d + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0.0)
+        w = tl.load(w_ptr + offs_c[:, None] * stride_w_c + offs_o[None, :] * stride_w_o + kd * stride_w_kd + kh * stride_w_kh + kw * stride_w_kw, mask=mask_o[None, :], other=0.0)
+        acc += tl.dot(_dot_operand(x), _dot_operand(w))
+    # the last tile, if C % BC != 0, at every tap: masked
+    for kd_kh_kw_c in range(KD * KH * KW * (C // BC), KD * KH * KW * tl.cdiv(C, BC)):
         kd = kd_kh_kw_c // (KH * KW) % KD
         kh = kd_kh_kw_c // KW % KH
         kw = kd_kh_kw_c % KW

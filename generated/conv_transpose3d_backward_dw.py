@@ -69,8 +69,22 @@ def conv_transpose3d_backward_dw_kernel(
     # specs/conv_transpose3d_backward_dw.tile:23: for i over D
     # specs/conv_transpose3d_backward_dw.tile:24: for h over H
     # specs/conv_transpose3d_backward_dw.tile:25: for v over W by BW
-    # the taps (n, i, h) and every tile of v in one loop, masked
-    for n_i_h_v in range(0, N * D * H * tl.cdiv(W, BW)):
+    # the taps (n, i, h) and the tiles of v inside W in one loop: no masks
+    for n_i_h_v in range(0, N * D * H * (W // BW)):
+        n = n_i_h_v // (D * H) % N
+        i = n_i_h_v // H % D
+        h = n_i_h_v % H
+        v = n_i_h_v // (N * D * H)
+        offs_v = v * BW + tl.arange(0, BW)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_v = offs_v.to(tl.int64)
+        # specs/conv_transpose3d_backward_dw.tile:26: acc += dot(x[n, c, i, h, v], dy[n, o, stride * i + dilation * kd - padding, stride * h + dilation * kh - padding, stride * v + dilation * kw - padding])
+        x = tl.load(x_ptr + n * stride_x_n + offs_c[:, None] * stride_x_c + i * stride_x_d + h * stride_x_h + offs_v[None, :] * stride_x_w, mask=mask_c[:, None], other=0.0)
+        mask_vo = tl.where(((((stride * i) + (dilation * pid_kd)) - padding) >= 0) & ((((stride * i) + (dilation * pid_kd)) - padding) < D_out) & ((((stride * h) + (dilation * pid_kh)) - padding) >= 0) & ((((stride * h) + (dilation * pid_kh)) - padding) < H_out), mask_o[None, :] & ((((stride * offs_v[:, None]) + (dilation * pid_kw)) - padding) >= 0) & ((((stride * offs_v[:, None]) + (dilation * pid_kw)) - padding) < W_out), False)
+        dy = tl.load(dy_ptr + n * stride_dy_n + offs_o[None, :] * stride_dy_o + (((stride * i) + (dilation * pid_kd)) - padding) * stride_dy_d_out + (((stride * h) + (dilation * pid_kh)) - padding) * stride_dy_h_out + (((stride * offs_v[:, None]) + (dilation * pid_kw)) - padding) * stride_dy_w_out, mask=mask_vo, other=0.0)
+        acc += tl.dot(_dot_operand(x), _dot_operand(dy))
+    # the last tile, if W % BW != 0, at every tap: masked
+    for n_i_h_v in range(N * D * H * (W // BW), N * D * H * tl.cdiv(W, BW)):
         n = n_i_h_v // (D * H) % N
         i = n_i_h_v // H % D
         h = n_i_h_v % H

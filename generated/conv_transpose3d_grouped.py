@@ -74,8 +74,34 @@ def conv_transpose3d_grouped_kernel(
     # specs/conv_transpose3d_grouped.tile:39: for kh over KH
     # specs/conv_transpose3d_grouped.tile:40: for kw over KW
     # specs/conv_transpose3d_grouped.tile:45: for c over C / groups by BC
-    # the taps (kd, kh, kw) and every tile of c in one loop, masked
-    for kd_kh_kw_c in range(0, KD * KH * KW * tl.cdiv(C_over_groups, BC)):
+    # the taps (kd, kh, kw) and the tiles of c inside C_over_groups in one loop: no masks
+    for kd_kh_kw_c in range(0, KD * KH * KW * (C_over_groups // BC)):
+        kd = kd_kh_kw_c // (KH * KW) % KD
+        kh = kd_kh_kw_c // KW % KH
+        kw = kd_kh_kw_c % KW
+        c = kd_kh_kw_c // (KD * KH * KW)
+        # specs/conv_transpose3d_grouped.tile:41: i = od + pd - dd * kd
+        i = pid_od + pd - dd * kd
+        # specs/conv_transpose3d_grouped.tile:42: h = oh + ph - dh * kh
+        h = pid_oh + ph - dh * kh
+        # specs/conv_transpose3d_grouped.tile:43: v = ow + pw - dw * kw
+        v = offs_ow + pw - dw * kw
+        # specs/conv_transpose3d_grouped.tile:44: divides = (i % sd == 0) & (h % sh == 0) & (v % sw == 0)
+        divides = tl.where(((i % sd) == 0) & ((h % sh) == 0), (v % sw) == 0, False)
+        offs_c = c * BC + tl.arange(0, BC)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c = offs_c.to(tl.int64)
+        # specs/conv_transpose3d_grouped.tile:46: acc += dot(where(divides, x[n, g * (C / groups) + c, i // sd, h // sh, v // sw], 0),
+        x_d_index = floor_divide(((pid_od + pd) - (dd * kd)), sd)
+        x_h_index = floor_divide(((pid_oh + ph) - (dh * kh)), sh)
+        x_w_index = floor_divide(((offs_ow[:, None] + pw) - (dw * kw)), sw)
+        mask_owc = tl.where((x_d_index >= 0) & (x_d_index < D) & (x_h_index >= 0) & (x_h_index < H), (((pid_g * C_over_groups) + offs_c[None, :]) < C) & mask_ow[:, None] & (x_w_index >= 0) & (x_w_index < W), False)
+        x = tl.load(x_ptr + pid_n * stride_x_n + ((pid_g * C_over_groups) + offs_c[None, :]) * stride_x_c + x_d_index * stride_x_d + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0.0)
+        mask_co = (((pid_g * C_over_groups) + offs_c[:, None]) < C) & mask_o[None, :]
+        w = tl.load(w_ptr + ((pid_g * C_over_groups) + offs_c[:, None]) * stride_w_c + offs_o[None, :] * stride_w_og + kd * stride_w_kd + kh * stride_w_kh + kw * stride_w_kw, mask=mask_co, other=0.0)
+        acc += tl.dot(_dot_operand(x), _dot_operand(w))
+    # the last tile, if C_over_groups % BC != 0, at every tap: masked
+    for kd_kh_kw_c in range(KD * KH * KW * (C_over_groups // BC), KD * KH * KW * tl.cdiv(C_over_groups, BC)):
         kd = kd_kh_kw_c // (KH * KW) % KD
         kh = kd_kh_kw_c // KW % KH
         kw = kd_kh_kw_c % KW

@@ -298,7 +298,8 @@ def test_index_loops_around_a_loop_of_sums_run_as_one_loop(compiled, config):
     whose step's digits are i, j and the tile of k (what Triton can software-pipeline), and its
     sum is the nested one's: every (i, j) pair once, k's masked tail included (K = 37 is no
     multiple of BK). So is a loop over tiles with an assignment between the taps
-    (``s = j + 1``, a transposed convolution's ``h = oh + ph - dh * kh``). A value that reads
+    (``s = j + 1``, a transposed convolution's ``h = oh + ph - dh * kh``), in two ranges: the
+    whole tiles of k at every tap unmasked, then the last tile at every tap. A value that reads
     what the loops carry (a running maximum of the partial sums) keeps them nested, in order."""
     x, w = randn(3, 2, 19, 37), randn(3, 2, 37, 23, seed=1)
     module = compiled(TAPS_OVER_DOT, "taps_dot")
@@ -308,7 +309,8 @@ def test_index_loops_around_a_loop_of_sums_run_as_one_loop(compiled, config):
 
     source = TAPS_OVER_DOT.replace("kernel taps_dot", "kernel taps_scaled").replace("acc += dot(", "acc += s * dot(")
     scaled = compiled(source.replace("    for j over J\n", "    for j over J\n      s = j + 1\n"), "taps_scaled")
-    assert _kernel_loops(scaled, "taps_scaled") == ["for i_j_k in range(0, I * J * tl.cdiv(K, BK)):"]
+    assert _kernel_loops(scaled, "taps_scaled") == [  # the whole tiles of k at every tap, then the last
+        "for i_j_k in range(0, I * J * (K // BK)):", "for i_j_k in range(I * J * (K // BK), I * J * tl.cdiv(K, BK)):"]
     weighted = torch.einsum("ijmk,ijkn,j->mn", x, w, torch.arange(1.0, 3.0, device=DEVICE))
     torch.testing.assert_close(scaled.taps_scaled(x, w, config=config), weighted, atol=1e-4, rtol=1e-4)
 

@@ -300,11 +300,14 @@ class Loops:
         digits: list[Op] = []
         flat = step  # the loop's variable
         tile = f"({tiles} - 1 - {step})" if loop.reverse else step  # the tile a step takes
-        if taps:  # one masked loop over the taps and the tiles of k
+        if taps:  # one loop over the taps and the tiles of k: the tiles inside its dimension, then the last
             flat, digits = self._digits(taps, k, tiles, step)
-            why = f"the taps ({', '.join(t.axis.name.id for t in taps)}) and every tile of {k} in one loop" + (
-                ", masked" if axis.masked else "")
-            ranges = [(("0", f"{' * '.join(t.axis.dim.id for t in taps)} * {tiles}"), not axis.masked, why)]
+            named, steps = ", ".join(t.axis.name.id for t in taps), " * ".join(t.axis.dim.id for t in taps)
+            ranges = [(("0", f"{steps} * ({whole_tiles})" if axis.masked else f"{steps} * {tiles}"), True,
+                       f"the taps ({named}) and the tiles of {k} inside {axis.dim.id} in one loop: no masks")]
+            if axis.masked:  # the tile of k is the slowest digit: the last one's steps come last
+                ranges.append(((f"{steps} * ({whole_tiles})", f"{steps} * {tiles}"), False,
+                               f"the last tile, if {axis.dim.id} % {block} != 0, at every tap: masked"))
         outer_masks, outer_loads, outer_taken = dict(state.masks), dict(state.loads), set(state.taken)
         outer_online, online = state.online, self.online_extrema(loop)
         preheader: list[Op] = []  # loads that do not change with k go here, before the loop

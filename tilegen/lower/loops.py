@@ -216,8 +216,9 @@ class Loops:
         loop's axis go before the loop, once, for every range.
 
         ``taps``, index loops around it, and ``assigns``, the assignments among them (see
-        :func:`taps_chain`), make one loop with it, as :meth:`dot_loop` does: every tile masked,
-        the taps' digits and the assignments first in each step.
+        :func:`taps_chain`), make one loop with it, as :meth:`dot_loop` does, in two ranges (the
+        tiles inside the dimension at every tap, unmasked; then the last tile at every tap), the
+        taps' digits and the assignments first in each step.
         """
         state = self.state
         axis = loop.axis
@@ -429,22 +430,27 @@ def taps_chain(loop: m.Loop, state: KernelState) -> tuple[tuple[m.Loop, ...], tu
         return (), (), None
     tile_axes = {a for a, info in state.axes.items() if not info.scalar}
     if (not splits_full_tiles(last) or last.reverse or last.split or find_guard(last, tile_axes) is not None
-            or running_extrema(state.spec, last, frozenset(state.locals)) or not _sums_only(last.body, assigns)):
+            or running_extrema(state.spec, last, frozenset(state.locals))
+            or not _sums_only(last.body, assigns, set(state.locals))):
         return (), (), None
     return tuple(chain[:-1]), tuple(assigns), last
 
 
-def _sums_only(body: tuple[m.Stmt, ...], assigns: list[m.Assign]) -> bool:
+def _sums_only(body: tuple[m.Stmt, ...], assigns: list[m.Assign], before: set[str]) -> bool:
     """Whether ``body`` only adds into carried values (``acc += ..``, with assignments of
     temporaries), none of which any statement reads: its steps then commute, and a loop over
     the taps and tiles may take them in another order (up to rounding, as another block size
-    does). A store, or a value that reads what the loop carries (a running scan), keeps its
-    order: its loops stay nested."""
-    if not all(isinstance(s, m.Assign | m.Accumulate) for s in body):
+    does). A store, an assignment to a value defined before the loop (``peak = maximum(peak,
+    ..)``), or a value that reads what the loop carries (a running scan) keeps its order: its
+    loops stay nested. ``before``: the locals defined before the loops."""
+    sums = [s for s in body if isinstance(s, m.Assign | m.Accumulate)]
+    if len(sums) != len(body):
         return False
-    carried = {s.name.id for s in body if isinstance(s, m.Accumulate)}
-    values = [s.value for s in (*assigns, *body) if isinstance(s, m.Assign | m.Accumulate)]
-    return not any(isinstance(e, m.Name) and e.id in carried for v in values for e in m.subexpressions(v))
+    carried = {s.name.id for s in sums if isinstance(s, m.Accumulate)}
+    if any(s.name.id in before for s in sums if isinstance(s, m.Assign)):
+        return False
+    values = [s.value for s in (*assigns, *sums)]
+    return not any(isinstance(e, m.Ref) and e.name.id in carried for v in values for e in m.subexpressions(v))
 
 
 def _over(extents: list[str]) -> str:

@@ -265,6 +265,13 @@ def test_an_index_loop_takes_no_split(compiled):
         compiled(INDEX_LOOP.replace("for j over J", "for j over J split"), "taps_split")
 
 
+# two configs of the small dot specs below: K's tiles of 16 and of 32, a masked last one each
+DOT_CONFIGS = """\
+  tune key M, N, K
+    config BM = 16, BN = 16, BK = 16, num_warps = 4, num_stages = 1
+    config BM = 32, BN = 16, BK = 32, num_warps = 4, num_stages = 2
+"""
+
 TAPS_OVER_DOT = """
 kernel taps_dot
   in  x: f32[I, J, M, K]
@@ -272,9 +279,7 @@ kernel taps_dot
   out y: f32[M, N]
   block BM, BN, BK
   grid  m over M by BM, n over N by BN
-  tune key M, N, K
-    config BM = 16, BN = 16, BK = 16, num_warps = 4, num_stages = 1
-    config BM = 32, BN = 16, BK = 32, num_warps = 4, num_stages = 2
+""" + DOT_CONFIGS + """\
   acc: f32[m, n] = 0
   for i over I
     for j over J
@@ -332,9 +337,7 @@ kernel kept_dot
   out y: f32[M, N]
   block BM, BN, BK
   grid  m over M by BM, n over N by BN
-  tune key M, N, K
-    config BM = 16, BN = 16, BK = 16, num_warps = 4, num_stages = 1
-    config BM = 32, BN = 16, BK = 32, num_warps = 4, num_stages = 2
+""" + DOT_CONFIGS + """\
   acc: f32[m, n] = 0
   for k over K by BK
     acc += dot(where(k < lim, x[m, k], 0), w[k, n])

@@ -111,6 +111,10 @@ def main() -> None:
     parser.add_argument("--ops", choices=["tilegen", "torch"], default="tilegen")
     args = parser.parse_args()
     train(args.out, args.steps, args.batch, args.size, args.ops)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # every rank past the barrier, the group destroyed:
+        sys.stdout.flush()  # leave without the interpreter's teardown, where gloo's threads, destroyed
+        sys.stderr.flush()  # while joinable, sometimes aborted a finished rank ("terminate called ...")
+        os._exit(0)
 
 
 if __name__ == "__main__":

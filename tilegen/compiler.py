@@ -48,6 +48,7 @@ class _Checked:
     derived: tuple[GeneratedModule, ...] = ()  # the derived backward's modules (with their spec texts)
     note: str | None = None
     deterministic: tuple[m.Spec, ...] = ()  # the ``backward deterministic`` line's specs
+    plan: ModulePlan | None = None  # the spec's own plan where checking it lowered it already
 
 
 def derived_path(path: str, kernel: str | None = None) -> str:
@@ -71,7 +72,7 @@ def compile_spec(source: str, path: str = "<spec>", find: Finder | None = None,
     """
     tables = tables or _no_tables
     checked = _checked(source, path, find, derive, tables)
-    plan = lower(checked.spec, checked.backward, checked.deterministic)
+    plan = checked.plan or lower(checked.spec, checked.backward, checked.deterministic)
     named = (*checked.spec.backward, *checked.spec.deterministic_backward)
     written = tuple(n.id for n in named) if not checked.derived else ()  # specs beside this one
     return GeneratedModule(plan.kernel_name, render(plan, tables(plan.kernel_name)), written, checked.derived,
@@ -84,7 +85,8 @@ def check_spec(source: str, path: str = "<spec>", find: Finder | None = None) ->
     checked :class:`~tilegen.model.Spec`. Raises :class:`tilegen.errors.SpecError` as
     :func:`compile_spec` does."""
     checked = _checked(source, path, find, derive=True)
-    render(lower(checked.spec, checked.backward, checked.deterministic))  # a derived backward: lowered where derived
+    # a derived backward: lowered and rendered where derived
+    render(checked.plan or lower(checked.spec, checked.backward, checked.deterministic))
     return checked.spec
 
 
@@ -94,19 +96,20 @@ def borrow_stages(plan: ModulePlan, forward: ModulePlan) -> ModulePlan:
     backward), calling the forward module's launcher of it (:attr:`StagePlan.borrowed`) instead
     of holding its kernels again: the backward module loads the forward's beside it
     (``_rt.sibling``), as the forward's autograd formula loads the backward's."""
-    theirs = {_stage_code(stage, stage.launcher.name): stage.launcher.name for stage in forward.stages}
+    theirs = {_stage_code(stage): stage.launcher.name for stage in forward.stages}
     stages = []
     for stage in plan.stages:
-        same = next((name for code, name in theirs.items() if _stage_code(stage, name) == code), None)
+        same = theirs.get(_stage_code(stage))
         stages.append(dataclasses.replace(stage, borrowed=(forward.kernel_name, same)) if same else stage)
     return dataclasses.replace(plan, stages=tuple(stages))
 
 
-def _stage_code(stage: StagePlan, name: str) -> str:
-    """The code of ``stage`` as rendered, its launcher named ``name`` (its kernels after it),
-    without comments and docstrings: two stages that compute the same thing the same way have the
-    same code, however their specs wrote the lines (``mean(d, dim=(c, h, w))`` or nested means)."""
-    tree = ast.parse(render_stage(stage).replace(stage.launcher.name, name))
+def _stage_code(stage: StagePlan) -> str:
+    """The code of ``stage`` as rendered, its launcher's name (its kernels' prefix) replaced by one
+    placeholder, without comments and docstrings: two stages that compute the same thing the same
+    way have the same code, however their specs wrote the lines (``mean(d, dim=(c, h, w))`` or
+    nested means)."""
+    tree = ast.parse(render_stage(stage).replace(stage.launcher.name, "_stage"))
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and _is_docstring(body[0]):
@@ -154,8 +157,9 @@ def _checked(source: str, path: str, find: Finder | None, derive: bool,
     try:
         backward = check_backward(named, derived.get)
         plans = [lower(kernel, ()) for kernel in backward]
+        forward = None
         if any(plan.stages for plan in plans):  # values the forward computes in stages, recomputed
-            forward = lower(spec, ())
+            forward = lower(named, backward)  # the forward module's plan, which compile_spec then renders
             plans = [borrow_stages(plan, forward) for plan in plans]
         modules = tuple(GeneratedModule(plan.kernel_name, render(plan, tables(plan.kernel_name)),
                                         spec_text=derived[plan.kernel_name][0])
@@ -163,7 +167,7 @@ def _checked(source: str, path: str, find: Finder | None, derive: bool,
     except SpecError as error:  # a rule that wrote what the language cannot say: no backward, and why
         first = error.diagnostics[0].message if error.diagnostics else str(error)
         return _Checked(spec, (), note=f"no backward: the derived one does not build ({first})")
-    return _Checked(named, backward, modules)
+    return _Checked(named, backward, modules, plan=forward)
 
 
 def beside(path: str | os.PathLike[str], display: str) -> Finder:

@@ -178,7 +178,7 @@ def _staged(spec: m.Spec, staging: Staging, backward: tuple[m.Spec, ...], grad: 
         doc = (f"Computes {names} (into {', '.join(values)}), which every program of {spec.name.id}_kernel loads:\n"
                f"each reduces across programs, so none of them could. Called by {spec.name.id}(), after its checks.")
         private = lower_launcher(stage, kernel, LauncherRole(variant=variant, docstring=doc))
-        stages.append(StagePlan(kernel, private, values, caller=spec.name.id))
+        stages.append(StagePlan(kernel, private, values))
     kernel = whole_pruned(staging.main, lower_kernel(kernel_spec(staging.main)))
     launcher = lower_launcher(staging.main, kernel, LauncherRole(stages=tuple(stages), grad=grad, over=over))
     return _module(spec, kernel, launcher, stages=tuple(stages), backward=backward, written=written,

@@ -179,10 +179,8 @@ class Loops:
         is one number, as a batch axis's program id is, so the body's tiles do not grow by it
         (a convolution's window taps, the query heads a key head serves)."""
         taps, assigns, inner = taps_chain(loop, self.state)
-        if inner is not None:
-            if assigns or not m.is_dot_loop(inner):
-                return self.tile_loop(inner, taps, assigns)
-            return self.dot_loop(inner, taps)
+        if inner is not None:  # a dot loop comes with no assignments (taps_chain)
+            return self.dot_loop(inner, taps) if m.is_dot_loop(inner) else self.tile_loop(inner, taps, assigns)
         state = self.state
         axis = loop.axis
         k = axis.name.id

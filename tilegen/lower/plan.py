@@ -409,7 +409,6 @@ class StagePlan:
     #: same kernel, :func:`tilegen.compiler.borrow_stages`): the module calls that launcher instead
     #: of holding the kernel again; () for a stage of its own
     borrowed: tuple[str, str] | tuple[()] = ()
-    caller: str = ""  # the spec's launcher, which calls the stage (its docstring names it)
 
     @property
     def call(self) -> str:

@@ -243,12 +243,12 @@ class Statements:
         flag = state.histograms[name][1]
         lanes = self.exprs.expr(index, context, [])  # loaded already, for the pointer
         hist, offs = state.fresh(f"{name}_histogram"), state.fresh(f"{name}_bins")
-        dtype = triton_dtype(tensor.dtype) if isinstance(tensor.dtype, m.Name) else f"{name}_ptr.dtype.element_ty"
         ops = (
             Line(f"{hist} = tl.histogram(tl.where({mask}, {lanes}, {flag} - 1).to(tl.int32), {flag})"),
             Line(f"{offs} = tl.arange(0, {flag})"),
-            Line(f"tl.atomic_add({name}_ptr + {offs} * {stride_name(tensor, 0)}, {hist}.to({dtype}) * "
-                 f'{stmt.value.text}, mask=({offs} < {bins}) & ({hist} > 0), sem="relaxed")'),
+            Line(f"tl.atomic_add({name}_ptr + {offs} * {stride_name(tensor, 0)}, "
+                 f"{hist}.to({triton_dtype(tensor.dtype)}) * {stmt.value.text}, "
+                 f'mask=({offs} < {bins}) & ({hist} > 0), sem="relaxed")'),
         )
         why = f"few elements of {name} (_rt.histogram_bins): a histogram of the program's lanes, an atomic add per bin"
         return flag, why, ops

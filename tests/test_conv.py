@@ -310,14 +310,14 @@ def test_index_loops_around_a_loop_of_sums_run_as_one_loop(compiled, config):
     module = compiled(TAPS_OVER_DOT, "taps_dot")
     assert _kernel_loops(module, "taps_dot") == ["for i_j_k in range(0, I * J * tl.cdiv(K, BK)):"]
     want = torch.einsum("ijmk,ijkn->mn", x, w)
-    torch.testing.assert_close(module.taps_dot(x, w, config=config), want, atol=1e-4, rtol=1e-4)
+    close(module.taps_dot(x, w, config=config), want, torch.float32, 3 * 2 * 37)
 
     source = TAPS_OVER_DOT.replace("kernel taps_dot", "kernel taps_scaled").replace("acc += dot(", "acc += s * dot(")
     scaled = compiled(source.replace("    for j over J\n", "    for j over J\n      s = j + 1\n"), "taps_scaled")
     assert _kernel_loops(scaled, "taps_scaled") == [  # the whole tiles of k at every tap, then the last
         "for i_j_k in range(0, I * J * (K // BK)):", "for i_j_k in range(I * J * (K // BK), I * J * tl.cdiv(K, BK)):"]
     weighted = torch.einsum("ijmk,ijkn,j->mn", x, w, torch.arange(1.0, 3.0, device=DEVICE))
-    torch.testing.assert_close(scaled.taps_scaled(x, w, config=config), weighted, atol=1e-4, rtol=1e-4)
+    close(scaled.taps_scaled(x, w, config=config), weighted, torch.float32, 3 * 2 * 37)
 
     source = TAPS_OVER_DOT.replace("kernel taps_dot", "kernel taps_peak").replace("  y[m, n] = acc", "  y[m, n] = peak")
     source = source.replace("  for i over I\n", "  peak: f32[m, n] = -inf\n  for i over I\n").replace(
@@ -326,7 +326,7 @@ def test_index_loops_around_a_loop_of_sums_run_as_one_loop(compiled, config):
     peak = compiled(source, "taps_peak")
     assert _kernel_loops(peak, "taps_peak")[:2] == ["for i in range(0, I):", "for j in range(0, J):"]
     partial = torch.einsum("ijmk,ijkn->ijmn", x, w).reshape(6, 19, 23).cumsum(0)
-    torch.testing.assert_close(peak.taps_peak(x, w, config=config), partial.amax(0), atol=1e-4, rtol=1e-4)
+    close(peak.taps_peak(x, w, config=config), partial.amax(0), torch.float32, 3 * 2 * 37)
 
 
 KEPT_DOT = """
@@ -356,7 +356,7 @@ def test_a_dot_operand_kept_where_a_condition_holds_is_loaded_only_there(compile
     x, w = randn(19, 37), randn(37, 23, seed=1)
     x[:, 20:] = float("nan")
     got = module.kept_dot(x, w, 20, config=config)
-    torch.testing.assert_close(got, x[:, :20] @ w[:20], atol=1e-4, rtol=1e-4)
+    close(got, x[:, :20] @ w[:20], torch.float32, 20)
 
 
 @pytest.mark.parametrize(("stride", "padding", "dilation", "dtype"), [

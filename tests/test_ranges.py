@@ -210,3 +210,38 @@ def test_causal_attention_at_other_block_sizes(tmp_path, bm, bn, s):
     out = module.attention_causal(q, k, v, 0.25)[0]
     expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True, scale=0.25)
     torch.testing.assert_close(out.float(), expected, atol=1e-2, rtol=1e-2)
+
+
+TRIANGULAR = """kernel tri
+  in  a: f32[M, K]
+  in  b: f32[K, N]
+  out c: f32[M, N]
+  block BM = 16, BN = 16, BK = 16
+  grid  m over M by BM, n over N by BN
+  acc: f32[m, n] = 0
+  for k over K by BK
+    acc += dot(where({first}, a[m, k], 0), where({second}, b[k, n], 0), precision=ieee)
+  c[m, n] = acc
+"""
+
+
+@pytest.mark.parametrize("first,second,lower_a", [("k >= m", "k <= n", False), ("k <= m", "k >= n", True)])
+@pytest.mark.parametrize("bm,bn,bk", [(16, 16, 16), (16, 32, 16), (32, 16, 64), (16, 16, 32)])
+@pytest.mark.parametrize("rows,inner,cols", [(1, 1, 1), (40, 100, 70), (100, 37, 45), (64, 64, 64)])
+def test_a_guard_on_each_side_of_the_loop_bounds_it_both_ways(tmp_path, first, second, lower_a, bm, bn, bk,
+                                                              rows, inner, cols):
+    """The product of two triangular matrices, ``where(k >= m, a, 0)`` and ``where(k <= n, b, 0)``,
+    sums only over ``m <= k <= n``: the first guard skips the tiles of k before the diagonal of
+    m, the second those after the diagonal of n (a tile of c wholly below it runs no step). The
+    result is the product of the masked operands at every block size and diagonal position."""
+    source = TRIANGULAR.format(first=first, second=second).replace(
+        "BM = 16, BN = 16, BK = 16", f"BM = {bm}, BN = {bn}, BK = {bk}")
+    kernel = _kernel_source(source, "tri")
+    assert f"where {second} holds nowhere change nothing" in kernel
+    module = _load(tmp_path, "tri", source)
+    a, b = torch.randn(rows, inner), torch.randn(inner, cols, generator=torch.Generator().manual_seed(1))
+    k = torch.arange(inner)
+    kept_a = k[None, :] <= torch.arange(rows)[:, None] if lower_a else k[None, :] >= torch.arange(rows)[:, None]
+    kept_b = k[:, None] >= torch.arange(cols)[None, :] if lower_a else k[:, None] <= torch.arange(cols)[None, :]
+    want = (a * kept_a) @ (b * kept_b)
+    torch.testing.assert_close(module.tri(a, b), want, atol=1e-4, rtol=1e-4)

@@ -664,6 +664,8 @@ class Expressions(ExpressionTypes):
         operands = []
         for arg, own in ((call.args[0], (i, k)), (call.args[1], (k, j))):
             kept = _kept_else_zero(arg)
+            if kept is not None and state.known_conditions.get(m.expr_key(kept[0])) is True:
+                arg, kept = kept[1], None  # the condition holds in every lane of this range: a plain load
             if isinstance(arg, m.Load):  # padding lanes of k must add nothing: loaded as zeros
                 text = self.access.load(arg, own, ops, fill="0.0")
             elif kept is not None and self.access.takes_guard(kept[1], own, ops, "0.0"):

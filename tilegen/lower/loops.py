@@ -29,6 +29,7 @@ from tilegen.lower.ranges import (
     from_below,
     guard_steps,
     lanes_past_end_are_guarded,
+    second_guard,
     skips_when_false,
     splits_full_tiles,
 )
@@ -317,6 +318,16 @@ class Loops:
         if bound is not None:
             limit = f"tl.cdiv({bound.axis}, {block})" if bound.op == "<" else f"tl.cdiv({bound.axis} + 1, {block})"
             ranges = [((first, f"min({last}, {limit})"), inside, why) for (first, last), inside, why in ranges]
+        other_side = None  # a guard on the other side of k from the causal one: ranges clamped to where it holds
+        if guard is not None and splits_full_tiles(loop) and not loop.reverse and not taps:
+            other_side = second_guard(loop, tile_axes, guard, set(state.locals))
+        if other_side is not None:
+            other = state.axes[other_side.axis]
+            live = guard_steps(other_side, other.start, other.tile, block)[1]
+            if from_below(other_side):  # its first live tile: every range starts there or later
+                ranges = [((f"max({first}, {live})", last), inside, why) for (first, last), inside, why in ranges]
+            else:  # past its last live tile: every range ends there or sooner
+                ranges = [((first, f"min({last}, {live})"), inside, why) for (first, last), inside, why in ranges]
         for (first, last), inside, why in ranges:
             iterable = f"range({first}, {last})"
             body: list[Op] = list(digits)
@@ -354,6 +365,10 @@ class Loops:
         if bound is not None:
             loops.insert(0, Comment(f"tiles of {k} where {k} {bound.op} {bound.axis} holds nowhere change nothing: "
                                     f"each range ends before them"))
+        if other_side is not None:
+            where_ = "starts after" if from_below(other_side) else "ends before"
+            loops.insert(0, Comment(f"tiles of {k} where {k} {other_side.op} {other_side.axis} holds nowhere change "
+                                    f"nothing: each range {where_} them"))
         if guard is not None:
             state.known_conditions.pop(guard.key, None)
         state.masks, state.loads, state.online = outer_masks, outer_loads, outer_online

@@ -16,7 +16,9 @@ skips the key blocks above the diagonal). The kernel lowering does the same from
   when :func:`skips_when_false` proves that the body leaves every variable the loop carries
   unchanged there. The guard may also bound the loop's axis from below (``n >= m``, ``m <= n``:
   FlashAttention-2's backward walks, for a tile of keys, the queries at or after it): then the
-  tiles it skips come first and those where it holds everywhere last.
+  tiles it skips come first and those where it holds everywhere last. A second guard on the
+  other side (``k >= m`` and ``k <= n``: a product of triangular matrices) clamps every range to
+  the tiles where it holds for some lane (:func:`second_guard`).
 
 Plain functions of the model; :meth:`tilegen.lower.loops.Loops.tile_loop` uses them.
 """
@@ -137,6 +139,19 @@ def end_bound(loop: m.Loop, scalars: set[str], carried: set[str]) -> Guard | Non
     return next((guard for guard in _comparisons(loop, conjuncts=True)
                  if guard.op in ("<", "<=") and guard.axis in scalars and guard.axis not in assigned
                  and skips_when_false(loop, guard, carried)), None)
+
+
+def second_guard(loop: m.Loop, tile_axes: set[str], first: Guard, carried: set[str]) -> Guard | None:
+    """A causal guard of ``loop`` on the other side of its axis from ``first`` (the guard
+    :func:`find_guard` took): ``first`` bounds the loop's axis from below and this one from above,
+    or the other way round, each against a tile axis of the program. A product of two triangular
+    matrices, ``dot(where(k >= m, a[m, k], 0), where(k <= n, b[k, n], 0))``, sums only over
+    ``m <= k <= n``. Taken only where a tile with it false in every lane changes nothing of
+    ``carried`` (:func:`skips_when_false`): the loop's tiles before (or after) the ones where it
+    holds for some lane are skipped, every range clamped to them. None where there is none."""
+    return next((guard for guard in _comparisons(loop, conjuncts=False)
+                 if guard.axis in tile_axes and guard.axis != loop.axis.name.id and guard.key != first.key
+                 and from_below(guard) != from_below(first) and skips_when_false(loop, guard, carried)), None)
 
 
 def _conjuncts(cond: m.Expr) -> list[m.Expr]:

@@ -245,3 +245,30 @@ def test_a_guard_on_each_side_of_the_loop_bounds_it_both_ways(tmp_path, first, s
     kept_b = k[:, None] >= torch.arange(cols)[None, :] if lower_a else k[:, None] <= torch.arange(cols)[None, :]
     want = (a * kept_a) @ (b * kept_b)
     torch.testing.assert_close(module.tri(a, b), want, atol=1e-4, rtol=1e-4)
+
+
+BROADCAST_OPERAND = """kernel bcast
+  in  v: f32[K]
+  in  b: f32[K, N]
+  out c: f32[N]
+  block BM = 16, BN = 16, BK = 16
+  grid  n over N by BN
+  acc: f32[n] = 0
+  for m over M by BM unmasked
+    for k over K by BK
+      acc += sum(dot(where(k >= m, v[k], 0), b[k, n], precision=ieee), dim=m)
+  c[n] = acc
+"""
+
+
+@pytest.mark.parametrize("rows,inner,cols", [(16, 40, 20), (32, 70, 33), (64, 64, 16)])
+def test_a_kept_operand_broadcast_by_its_condition_keeps_its_shape(tmp_path, rows, inner, cols):
+    """``where(k >= m, v[k], 0)`` spans (m, k) though ``v[k]`` spans k alone: in the range where
+    the guard holds everywhere the operand is still the [BM, BK] broadcast, not v's [1, BK] row
+    (a sum over m of the product counts every row)."""
+    source = BROADCAST_OPERAND.replace("kernel bcast", "kernel bcast\n  in  m_rows: f32[M]")
+    module = _load(tmp_path, "bcast", source)
+    v, b = torch.randn(inner), torch.randn(inner, cols, generator=torch.Generator().manual_seed(1))
+    kept = torch.arange(inner)[None, :] >= torch.arange(rows)[:, None]
+    want = ((v[None, :] * kept) @ b).sum(0)
+    torch.testing.assert_close(module.bcast(torch.zeros(rows), v, b), want, atol=1e-4, rtol=1e-4)

@@ -664,7 +664,7 @@ class Expressions(ExpressionTypes):
         operands = []
         for arg, own in ((call.args[0], (i, k)), (call.args[1], (k, j))):
             kept = _kept_else_zero(arg)
-            if kept is not None and state.known_conditions.get(m.expr_key(kept[0])) is True:
+            if kept is not None and isinstance(arg, m.Call) and self.known_branch(arg) is kept[1]:
                 arg, kept = kept[1], None  # the condition holds in every lane of this range: a plain load
             if isinstance(arg, m.Load):  # padding lanes of k must add nothing: loaded as zeros
                 text = self.access.load(arg, own, ops, fill="0.0")

@@ -24,6 +24,7 @@ from tilegen.lower.names import BF16_DOT_OPERAND, dtype_options, mentions, strid
 from tilegen.lower.pieces import in_piece, local_name, pieced
 from tilegen.lower.plan import Comment, ForLoop, IfBlock, Line, Op, code_lines
 from tilegen.lower.ranges import (
+    Guard,
     end_bound,
     find_guard,
     from_below,
@@ -312,19 +313,19 @@ class Loops:
         outer_online, online = state.online, self.online_extrema(loop)
         preheader: list[Op] = []  # loads that do not change with k go here, before the loop
         loops: list[Op] = []
-        # tiles at or past a number per program (m < n_b) that change nothing: every range ends there
+        # tiles at or past a number per program (m < n_b), or on the false side of a guard on the other
+        # side of k from the causal one, change nothing: every range is clamped to the others
         scalars = {n for n, axes in state.locals.items() if not axes}
-        bound = end_bound(loop, scalars, set(state.locals)) if splits_full_tiles(loop) and not loop.reverse else None
-        if bound is not None:
-            limit = f"tl.cdiv({bound.axis}, {block})" if bound.op == "<" else f"tl.cdiv({bound.axis} + 1, {block})"
-            ranges = [((first, f"min({last}, {limit})"), inside, why) for (first, last), inside, why in ranges]
-        other_side = None  # a guard on the other side of k from the causal one: ranges clamped to where it holds
-        if guard is not None and splits_full_tiles(loop) and not loop.reverse and not taps:
-            other_side = second_guard(loop, tile_axes, guard, set(state.locals))
-        if other_side is not None:
-            other = state.axes[other_side.axis]
-            live = guard_steps(other_side, other.start, other.tile, block)[1]
-            if from_below(other_side):  # its first live tile: every range starts there or later
+        clamps: list[tuple[Guard, str]] = []  # (the bound, the tile where its live tiles start or end)
+        if splits_full_tiles(loop) and not loop.reverse:
+            if (bound := end_bound(loop, scalars, set(state.locals))) is not None:
+                clamps.append((bound, f"tl.cdiv({bound.axis}{' + 1' if bound.op == '<=' else ''}, {block})"))
+            if guard is not None and not taps and (other_side := second_guard(loop, tile_axes, guard,
+                                                                              set(state.locals))) is not None:
+                other = state.axes[other_side.axis]
+                clamps.append((other_side, guard_steps(other_side, other.start, other.tile, block)[1]))
+        for clamp, live in clamps:
+            if from_below(clamp):  # its first live tile: every range starts there or later
                 ranges = [((f"max({first}, {live})", last), inside, why) for (first, last), inside, why in ranges]
             else:  # past its last live tile: every range ends there or sooner
                 ranges = [((first, f"min({last}, {live})"), inside, why) for (first, last), inside, why in ranges]
@@ -362,13 +363,10 @@ class Loops:
             if why:
                 loops.append(Comment(why))
             loops.append(ForLoop(flat, iterable, tuple(body)))
-        if bound is not None:
-            loops.insert(0, Comment(f"tiles of {k} where {k} {bound.op} {bound.axis} holds nowhere change nothing: "
-                                    f"each range ends before them"))
-        if other_side is not None:
-            where_ = "starts after" if from_below(other_side) else "ends before"
-            loops.insert(0, Comment(f"tiles of {k} where {k} {other_side.op} {other_side.axis} holds nowhere change "
-                                    f"nothing: each range {where_} them"))
+        for clamp, _ in clamps:
+            side = "starts after" if from_below(clamp) else "ends before"
+            loops.insert(0, Comment(f"tiles of {k} where {k} {clamp.op} {clamp.axis} holds nowhere change nothing: "
+                                    f"each range {side} them"))
         if guard is not None:
             state.known_conditions.pop(guard.key, None)
         state.masks, state.loads, state.online = outer_masks, outer_loads, outer_online

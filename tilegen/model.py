@@ -140,6 +140,18 @@ class Tensor:
     # ``out y: f32[B1 - 1, D]``: each dimension written as an expression of sizes, as (the size
     # symbol ``dims`` holds in its place, :func:`derived_name`; the expression)
     extents: tuple[tuple[str, Expr], ...] = ()
+    # ``in weight: T[O, C, KH, KW] packed [KH, KW, O, C]``: the memory order the launcher copies the
+    # input into (outermost first; :func:`tilegen.runtime.packed`), each dimension named by its size;
+    # () where the input is taken in whatever strides it has
+    packed: tuple[Name, ...] = ()
+    packed_span: Span | None = None
+
+    @property
+    def packed_order(self) -> tuple[int, ...]:
+        """``packed [KH, KW, O, C]`` of ``T[O, C, KH, KW]`` as the dimensions' positions in that
+        order, ``(2, 3, 0, 1)`` (a checked spec names each dimension once); () when not packed."""
+        names = [d.id if isinstance(d, Name) else None for d in self.dims]
+        return tuple(names.index(n.id) for n in self.packed)
 
     @property
     def is_scalar(self) -> bool:

@@ -70,6 +70,14 @@ def _number(token: Token) -> m.Number:
 
 
 @dataclasses.dataclass(frozen=True)
+class _Packed:
+    """``packed [KH, KW, O, C]`` after an input's shape: the memory order the launcher gives it."""
+
+    order: tuple[m.Name, ...]
+    span: m.Span
+
+
+@dataclasses.dataclass(frozen=True)
 class _InPlace:
     """``in place of x`` after an output's shape: the input it may be written over."""
 
@@ -194,12 +202,16 @@ class ToModel(Transformer[Token, m.Spec]):
         initial = dims.pop().number if dims and isinstance(dims[-1], _Initial) else None  # `= 0`
         in_place = dims.pop().name if dims and isinstance(dims[-1], _InPlace) else None  # `in place of x`
         sample = dims.pop() if dims and isinstance(dims[-1], tuple) else None  # `in [low, high]`
+        packed = dims.pop() if dims and isinstance(dims[-1], _Packed) else None  # `packed [KH, KW, O, C]`
         zero_dim = bool(dims) and isinstance(dims[0], m.Span)  # `f32[]`: the span of its brackets
         dims = dims[1:] if zero_dim else dims
         extents = tuple((d.size, d.expr) for d in dims if isinstance(d, _Extent))
         dims = [m.Name(d.size, d.name.span if d.name else d.expr.span) if isinstance(d, _Extent) else d for d in dims]
         return m.Tensor(role, _name(name), _name(dtype), tuple(dims), _span(meta), sample, zero_dim, in_place, initial,
-                        extents)
+                        extents, packed.order if packed else (), packed.span if packed else None)
+
+    def packed(self, meta: Meta, items: list[Token]) -> _Packed:
+        return _Packed(tuple(_name(t) for t in items), _span(meta))
 
     def in_place(self, meta: Meta, items: list[Token]) -> _InPlace:
         return _InPlace(_name(items[0]))

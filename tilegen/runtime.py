@@ -297,6 +297,27 @@ def absent(value: float, made: Callable[[], tuple[tuple[int, ...], torch.dtype, 
     return one.expand(shape)
 
 
+def packed(tensor: object, order: tuple[int, ...]) -> object:
+    """``in weight: T[O, C, KH, KW] packed [KH, KW, O, C]``: ``tensor`` with the same shape and
+    values, laid out in memory in ``order`` (its dimensions' positions, outermost first; the last
+    one contiguous): ``tensor`` itself where it is already (one ``permute`` and ``is_contiguous``),
+    else a copy (``permute(order).contiguous()`` viewed back in the shape's order). The copy is a
+    torch op, so autograd carries a gradient through it to ``tensor`` and torch.compile traces it.
+    Anything else (not a tensor, another rank, None) comes back as it is: the launcher's checks
+    name it. Why: a ``dot`` operand whose reduction axis is contiguous loads in wide, coalesced
+    rows, and Hopper's TF32 wgmma takes its operands in that order; a convolution weight's
+    channels are strided (``[O, C, KH, KW]``), and its copy in ``[KH, KW, O, C]``, small beside
+    the input, is made once a call."""
+    try:
+        view = tensor.permute(order)  # type: ignore[attr-defined]
+    except (AttributeError, IndexError, RuntimeError, TypeError):
+        return tensor
+    if view.is_contiguous():
+        return tensor
+    inverse = sorted(range(len(order)), key=order.__getitem__)
+    return view.contiguous().permute(inverse)
+
+
 #: The most launches a module's fast path keeps (see :func:`keep_launch`); past it the table starts afresh.
 FAST_LIMIT = 1024
 

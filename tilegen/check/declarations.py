@@ -294,6 +294,39 @@ def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
         check_sample(state, tensor, tensor.sample)
     if tensor.initial is not None:
         check_initial(state, tensor, tensor.initial)
+    if tensor.packed_span is not None:
+        check_packed(state, tensor, tensor.packed_span)
+
+
+def check_packed(state: CheckState, tensor: m.Tensor, span: m.Span) -> None:
+    """``in weight: T[O, C, KH, KW] packed [KH, KW, O, C]``: an input tensor (not a scalar, not one an
+    output is written over), each of whose dimensions is a size named once in its shape and once in
+    the order."""
+    name = tensor.name.id
+    if tensor.role != "in" or tensor.is_scalar:
+        what = "an output" if tensor.role == "out" else "a scalar"
+        state.errors.error(f"'{name}' is {what}; only an input tensor can be packed (the launcher copies it "
+                           "into that memory order before the launch)", span)
+        return
+    for out in state.spec.outputs:
+        if out.in_place_of is not None and out.in_place_of.id == name:
+            state.errors.error(f"'{out.name.id}' is written in place of '{name}', which is packed (a copy): "
+                               "drop one of them", span)
+    shape = [d.id for d in tensor.dims if isinstance(d, m.Name)]
+    if len(shape) != len(tensor.dims) or len(set(shape)) != len(shape):
+        state.errors.error(f"'{name}' is packed, so each of its dimensions must be a size named once in its "
+                           f"shape, to be named in the order", span)
+        return
+    order = [n.id for n in tensor.packed]
+    for n in tensor.packed:
+        if n.id not in shape:
+            state.errors.error(f"'{n.id}' is not a dimension of '{name}' ({', '.join(shape)})", n.span)
+        elif order.count(n.id) > 1:
+            state.errors.error(f"'{n.id}' is named twice in the order '{name}' is packed in", n.span)
+    missing = [d for d in shape if d not in order]
+    if missing:
+        state.errors.error(f"the order '{name}' is packed in leaves out {', '.join(repr(d) for d in missing)}: "
+                           f"name each of its {len(shape)} dimensions once", span)
 
 
 def check_dim_extent(state: CheckState, tensor: m.Tensor, extent: m.Expr) -> None:

@@ -18,7 +18,7 @@ from tilegen.spec_text import extent_text
 KEYWORDS = frozenset(
     {"kernel", "in", "out", "block", "grid", "over", "by", "unmasked", "wrapped", "whole", "flat", "persistent"}
     | {"swizzle", "group", "as", "for", "tune", "key", "config", "default", "choose", "from", "access", "dtype"}
-    | {"split", "backward", "place", "of"}
+    | {"split", "backward", "place", "of", "packed"}
 )
 
 #: Names a spec may not use: Python and language keywords, and names the generated module

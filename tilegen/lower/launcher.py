@@ -167,6 +167,15 @@ def _absent(spec: m.Spec, name: str) -> list[Op]:
     return ops
 
 
+def _packed(spec: m.Spec) -> list[Op]:
+    """``in weight: T[O, C, KH, KW] packed [KH, KW, O, C]``: the launcher's first step gives each
+    packed input that memory order (:func:`tilegen.runtime.packed`: itself where it has it, else a
+    copy), so the fast path, autograd, torch.compile's op and the kernel all see the packed tensor."""
+    return [Line(f"{t.name.id} = _rt.packed({t.name.id}, {tuple_text([str(i) for i in t.packed_order])})"
+                 f"  # packed [{', '.join(n.id for n in t.packed)}]: this order in memory, else a copy in it")
+            for t in spec.inputs if t.packed]
+
+
 def _forces(spec: m.Spec, role: LauncherRole) -> bool:
     """Whether the launcher takes ``config=``: the spec's own launcher of a tuned spec."""
     return spec.tune is not None and role.variant is None and not spec.name.id.startswith("_")
@@ -376,7 +385,8 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
     routed = role.grad == "route"
     grad = _autograd(spec, sig, role)
     absent = _absent(spec, name)
-    body = [*_entry(spec, sig, role), *absent, *(fast_path.ops if fast_path else ()), *(grad if routed else ()), *head,
+    body = [*_packed(spec), *_entry(spec, sig, role), *absent, *(fast_path.ops if fast_path else ()),
+            *(grad if routed else ()), *head,
             *(() if routed else grad), device_guard, *middle, *route, *made, _nothing(spec), *without, *staged,
             *args.flags[:args.whole], *args.setup, *args.flags[args.whole:]]
     body += launch_ops(full, kernel, name, launch, sig.call, role.variant, fast_path)
@@ -385,7 +395,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
     if planned:  # the full path, the fake and the traced body: the runtime's, over the module's plan
         assert fast_path is not None, "a planned launcher without its fast path"
         plan = _plan(spec, kernel, role, checks, args, fast_path)
-        body = [*_entry(spec, sig, role), *absent, *fast_path.ops, *(grad if routed else ()),
+        body = [*_packed(spec), *_entry(spec, sig, role), *absent, *fast_path.ops, *(grad if routed else ()),
                 Line(f"return {launch_name(name)}.run({name}, fast_key, {_passed(spec, sig)})")]
         traced = None
     switches = [*(["inplace: bool = False"] if spec.in_place else []),
@@ -446,7 +456,9 @@ def launcher_docstring(spec: m.Spec, variant: str | None = None, uses: str = "",
             return f"{t.name.id}: {dtype} (a number{', ' + default if default else ''})"
         dims = "" if t.zero_dim else ", ".join(d.text if isinstance(d, m.Number) else d.id for d in t.dims)
         left_out = f" (optional: left out, every element is {t.initial.text})" if t.optional and t.initial else ""
-        return f"{t.name.id}: {dtype}[{dims}]{left_out}"
+        packed = (f" (copied into memory order [{', '.join(n.id for n in t.packed)}] unless it has it)"
+                  if t.packed else "")
+        return f"{t.name.id}: {dtype}[{dims}]{left_out}{packed}"
 
     plural = "s" if len(spec.outputs) > 1 else ""
     lines = [f"Run the kernel of {spec.path} and return its output{plural}.", ""]

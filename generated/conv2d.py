@@ -92,7 +92,16 @@ def conv2d_kernel(
     tl.store(y_ptrs, (tl.permute(acc, (1, 0)) + bias.to(tl.float32)).to(T), mask=mask_oow)
 
 
-_tuner = _rt.Tuner("conv2d", "aa8319b7ce56d531", _CONFIGS, default=1, interpreted=0, fast=_FAST)
+_SHIPPED = {  # configs tuned ahead of time (conv2d.tuned.json): "<arch>|<sizes>" -> config
+    "sm_90|128,16,1022,3,3,torch.float32": {"BC": 16, "BO": 128, "BW": 256, "num_stages": 3, "num_warps": 8},
+    "sm_90|128,64,1022,3,3,torch.float32": {"BC": 32, "BO": 128, "BW": 128, "num_stages": 3, "num_warps": 4},
+    "sm_90|128,64,1024,1,1,torch.float32": {"BC": 16, "BO": 128, "BW": 32, "num_stages": 4, "num_warps": 4},
+    "sm_90|128,64,250,5,7,torch.float32": {"BC": 32, "BO": 128, "BW": 128, "num_stages": 3, "num_warps": 4},
+    "sm_90|64,32,496,5,9,torch.float32": {"BC": 32, "BO": 64, "BW": 128, "num_stages": 3, "num_warps": 4},
+    "sm_90|64,32,504,5,9,torch.float32": {"BC": 32, "BO": 64, "BW": 128, "num_stages": 3, "num_warps": 4},
+    "sm_90|96,3,55,11,11,torch.float32": {"BC": 16, "BO": 32, "BW": 64, "num_stages": 4, "num_warps": 4},
+}
+_tuner = _rt.Tuner("conv2d", "aa8319b7ce56d531", _CONFIGS, default=1, interpreted=0, fast=_FAST, shipped=_SHIPPED)
 
 
 _conv2d_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "N C H W"), ("weight", "x", "O C KH KW"), ("sh", int), ("sw", int), ("ph", int), ("pw", int), ("dh", int), ("dw", int), ("bias", "x", "O"))

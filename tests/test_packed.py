@@ -99,3 +99,28 @@ def test_the_launcher_packs_before_anything_else(compiled):
     body = source.split('"""')[2].strip().splitlines()
     assert body[0].startswith("b = _rt.packed(b, (1, 0))")
     assert "b: f32[K, N] (copied into memory order [N, K] unless it has it)" in module.mm.__doc__
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_a_launcher_with_a_packed_input_compiles_whole(generated, requires_grad):
+    """conv1d (its weight packed [K, O, C]) called inside torch.compile(fullgraph=True): the
+    packing traces as torch ops before the launcher hands the call to its custom op, with no graph
+    break, and the result and gradients are the eager call's."""
+    import torch.nn.functional as F
+
+    module = generated("conv1d")
+    x, w = randn(2, 5, 13), randn(7, 5, 3, seed=1)
+    torch._dynamo.reset()
+    backend = "aot_eager" if DEVICE == "cpu" else "inductor"
+    compiled = torch.compile(lambda x, w: module.conv1d(x * 2, w, None, 1, 1, 1), backend=backend, fullgraph=True)
+    leaves = [t.clone().requires_grad_(requires_grad) for t in (x, w)]
+    y = compiled(*leaves)
+    want = F.conv1d(x * 2, w, None, 1, 1, 1)
+    torch.testing.assert_close(y, want, rtol=1e-4, atol=1e-4 if DEVICE == "cpu" else 2e-2)
+    if requires_grad:
+        dy = randn(*y.shape, seed=3)
+        got = torch.autograd.grad(y, leaves, dy)
+        floats = [t.clone().requires_grad_() for t in (x, w)]
+        wanted = torch.autograd.grad(F.conv1d(floats[0] * 2, floats[1], None, 1, 1, 1), floats, dy)
+        for g, e in zip(got, wanted, strict=True):
+            torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4 if DEVICE == "cpu" else 2e-2)

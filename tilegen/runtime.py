@@ -308,13 +308,14 @@ def packed(tensor: object, order: tuple[int, ...]) -> object:
     rows, and Hopper's TF32 wgmma takes its operands in that order; a convolution weight's
     channels are strided (``[O, C, KH, KW]``), and its copy in ``[KH, KW, O, C]``, small beside
     the input, is made once a call."""
-    try:
-        view = tensor.permute(order)  # type: ignore[attr-defined]
-    except (AttributeError, IndexError, RuntimeError, TypeError):
+    if not isinstance(tensor, torch.Tensor) or tensor.dim() != len(order):
         return tensor
+    view = tensor.permute(order)
     if view.is_contiguous():
         return tensor
-    inverse = sorted(range(len(order)), key=order.__getitem__)
+    inverse = [0] * len(order)  # plain list steps (no sorted(key=)): torch.compile traces them
+    for position, dim in enumerate(order):
+        inverse[dim] = position
     return view.contiguous().permute(inverse)
 
 

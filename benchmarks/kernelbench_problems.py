@@ -470,11 +470,15 @@ def _conv_parameters(o: int, c: int, window: tuple[int, ...], bias: bool, device
     return w.to(device), None if b is None else b.to(device)
 
 
-def _conv(window: tuple[int, ...], sizes, small, stride=1, padding=0, dilation=1, bias=False, note="") -> Run:
+def _conv(window: tuple[int, ...], sizes, small, stride=1, padding=0, dilation=1, bias=False, note="",
+          implicit=False) -> Run:
     """nn.Conv1d/2d/3d (groups 1) with the window ``window``: ``sizes`` are x's shape, then the
     output channels; stride, padding and dilation as the module takes them (a number or one per
-    dimension; conv1d and conv3d take one number for all)."""
+    dimension; conv1d and conv3d take one number for all). ``implicit``: the spec's implicit-GEMM
+    form (``conv2d_implicit_gemm``, ``conv3d_implicit_gemm``: the reduction over channels and taps
+    in one axis), the form for few input channels and a large window."""
     kernel, conv = {1: ("conv1d", F.conv1d), 2: ("conv2d", F.conv2d), 3: ("conv3d", F.conv3d)}[len(window)]
+    kernel += "_implicit_gemm" if implicit else ""
     if len(window) == 2:  # conv2d's launcher: sh, sw, ph, pw, dh, dw
         scalars = tuple(n for v in (stride, padding, dilation) for n in (v if isinstance(v, tuple) else (v, v)))
     else:
@@ -633,15 +637,16 @@ RUNS: dict[int, Run] = {
     51: Run("argmax_dim1", lambda x: torch.argmax(x, dim=1), _rows, (128, 4096, 4095), (3, 37, 29), MIDDLE),
     52: Run("argmin_dim1", lambda x: torch.argmin(x, dim=1), _rows, (128, 4096, 4095), (3, 37, 29), MIDDLE),
     53: Run("min_dim1", lambda x: torch.min(x, dim=1)[0], _rows, (128, 4096, 4095), (3, 37, 29), MIDDLE),
-    50: _conv((11, 11), (256, 3, 224, 224, 96), (1, 3, 10, 19, 13), stride=4, padding=2, bias=True),
+    50: _conv((11, 11), (256, 3, 224, 224, 96), (1, 3, 10, 19, 13), stride=4, padding=2, bias=True, implicit=True,
+              note="conv2d_implicit_gemm: 3 input channels, the reduction over (c, kh, kw) in tiles of 32"),
     54: _conv((3, 3, 3), (16, 3, 64, 64, 64, 64), (1, 3, 4, 3, 7, 13)),
     55: _conv((3, 3), (8, 64, 512, 1024, 128), (1, 19, 4, 19, 13)),
     56: _conv((5, 7), (8, 64, 512, 256, 128), (1, 5, 6, 11, 13)),
     59: _conv((3, 3, 1), (16, 3, 256, 256, 10, 64), (1, 3, 4, 5, 4, 13)),
-    60: _conv((3, 5, 7), (16, 3, 64, 64, 64, 64), (1, 3, 3, 5, 9, 13)),
+    60: _conv((3, 5, 7), (16, 3, 64, 64, 64, 64), (1, 3, 3, 5, 9, 13), implicit=True),
     62: _conv((5, 9), (8, 32, 512, 512, 64), (1, 9, 6, 13, 13)),
     63: _conv((3, 3), (16, 16, 1024, 1024, 128), (1, 5, 5, 19, 13)),
-    66: _conv((3, 5, 7), (8, 3, 16, 128, 128, 64), (1, 3, 3, 5, 10, 13)),
+    66: _conv((3, 5, 7), (8, 3, 16, 128, 128, 64), (1, 3, 3, 5, 10, 13), implicit=True),
     67: _conv((3,), (32, 64, 131072, 128), (2, 19, 37, 21)),
     76: _conv((3,), (64, 64, 524280, 128), (2, 19, 53, 21), stride=3, dilation=4),
     80: _conv((5, 9), (8, 32, 512, 512, 64), (1, 9, 6, 21, 13), padding=(2, 4), dilation=(2, 3)),

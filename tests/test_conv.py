@@ -376,3 +376,30 @@ def test_conv2d_as_one_implicit_gemm_is_torchs(generated, stride, padding, dilat
     close(module.conv2d_implicit_gemm(x, w, None, *scalars), F.conv2d(x.float(), w.float(), None, stride, padding,
                                                                       dilation).to(dtype), dtype, 5 * 6)
 
+
+
+@pytest.mark.parametrize(("stride", "padding", "dilation", "dtype"), [
+    (1, 0, 1, torch.float32), (2, 1, 2, torch.float32), (1, 1, 1, torch.bfloat16),
+])
+def test_conv3d_as_one_implicit_gemm_is_torchs(generated, stride, padding, dilation, dtype):
+    """specs/conv3d_implicit_gemm.tile: the reduction over (c, kd, kh, kw) and the output positions
+    over (od, oh, ow), each a flattened axis split into digits; 3 input channels, as a video
+    model's first layer; every config in f32 on a GPU, the two ends in the interpreter."""
+    module = generated("conv3d_implicit_gemm")
+    x, w, bias = randn(2, 3, 5, 6, 7, dtype=dtype), randn(17, 3, 2, 3, 2, dtype=dtype, seed=1), randn(17, dtype=dtype,
+                                                                                                       seed=2)
+    want = F.conv3d(x.float(), w.float(), bias.float(), stride, padding, dilation).to(dtype)
+    configs = (config_indices(module) if DEVICE == "cuda" else config_ends(module)) if dtype == torch.float32 else [None]
+    for config in configs:
+        close(module.conv3d_implicit_gemm(x, w, bias, stride, padding, dilation, config=config), want, dtype, 36)
+    close(module.reference(x, w, bias, stride, padding, dilation), want, dtype, 36)
+    close(module.conv3d_implicit_gemm(x, w, None, stride, padding, dilation),
+          F.conv3d(x.float(), w.float(), None, stride, padding, dilation).to(dtype), dtype, 36)
+
+
+def test_conv3d_implicit_gemm_trains_through_conv3ds_backward(generated, monkeypatch):
+    """The implicit-GEMM form names conv3d's backward specs: the same gradients as torch's."""
+    x, w, b = randn(2, 3, 4, 5, 6), randn(16, 3, 2, 3, 2, seed=1), randn(16, seed=2)
+    check_training(generated, monkeypatch, "conv3d_implicit_gemm", [x, w, b], (2, 1, 1),
+                   lambda x, w, b: F.conv3d(x, w, b, 2, 1, 1), (16 * 12, 2 * 3 * 3 * 4, 2 * 3 * 3 * 4), ends=(0,),
+                   backward_names=["conv3d_backward_dx", "conv3d_backward_dw", "conv3d_backward_dbias"])

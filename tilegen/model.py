@@ -664,13 +664,26 @@ SPELLED_OUT = 20
 def derived_name(extent: Expr) -> str:
     """The size symbol of a derived extent, as the generated code names it: ``C / G`` is
     ``C_over_G``, ``D / 2`` is ``D_over_2``, ``N - 1`` is ``N_minus_1``; an extent whose name would
-    pass :data:`SPELLED_OUT` characters is its first size's, ``_out`` added (a pooling's
-    ``(H + 2 * P - K) / S + 1`` is ``H_out``, as torch's docs name it)."""
+    pass :data:`SPELLED_OUT` characters is, where it is a product of sizes, their names joined
+    (``C * KD * KH * KW`` is ``C_KD_KH_KW``, ``D_out * H_out * W_out`` ``D_out_H_out_W_out``), else
+    its first size's, ``_out`` added (a pooling's ``(H + 2 * P - K) / S + 1`` is ``H_out``, as
+    torch's docs name it)."""
     name = _spelled(extent)
     if len(name) <= SPELLED_OUT:
         return name
+    factors = _factors(extent)
+    if factors:
+        return "_".join(factors)
     first = next((e.name.id for e in subexpressions(extent) if isinstance(e, Ref)), "size")
     return f"{first}_out"
+
+
+def _factors(extent: Expr) -> list[str]:
+    """The size names of a product of sizes (``C * KD * KH``: C, KD, KH), else []."""
+    if isinstance(extent, BinOp) and extent.op == "*":
+        left, right = _factors(extent.left), _factors(extent.right)
+        return left + right if left and right else []
+    return [extent.name.id] if isinstance(extent, Ref) else []
 
 
 def _spelled(extent: Expr) -> str:

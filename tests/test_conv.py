@@ -389,7 +389,8 @@ def test_conv3d_as_one_implicit_gemm_is_torchs(generated, stride, padding, dilat
     x, w, bias = randn(2, 3, 5, 6, 7, dtype=dtype), randn(17, 3, 2, 3, 2, dtype=dtype, seed=1), randn(17, dtype=dtype,
                                                                                                        seed=2)
     want = F.conv3d(x.float(), w.float(), bias.float(), stride, padding, dilation).to(dtype)
-    configs = (config_indices(module) if DEVICE == "cuda" else config_ends(module)) if dtype == torch.float32 else [None]
+    every = config_indices(module) if DEVICE == "cuda" else config_ends(module)
+    configs = every if dtype == torch.float32 else [None]
     for config in configs:
         close(module.conv3d_implicit_gemm(x, w, bias, stride, padding, dilation, config=config), want, dtype, 36)
     close(module.reference(x, w, bias, stride, padding, dilation), want, dtype, 36)

@@ -334,3 +334,22 @@ def test_rope_refuses_an_odd_head_dim_at_launch(generated, name):
     odd = rf"^{name}: the index d [-+] D / 2 of \w+ needs D \(7\) to be a multiple of 2$"
     with pytest.raises(ValueError, match=odd):
         getattr(module, name)(q, k, cos, cos)
+
+
+def test_a_long_product_of_sizes_is_named_by_its_factors():
+    """A derived extent's size symbol: spelled out while short (``C_over_G``), a long product of
+    sizes by its factors (not ``C_out``, which reads as an output's channels), anything else long
+    by its first size and ``_out`` (a pooling's ``H_out``)."""
+    from tilegen import model as m
+    from tilegen.parser import parse
+
+    spec = parse("""\
+kernel k
+  in  x: f32[C, KD, KH, KW]
+  in  s: i32
+  out y: f32[C / KD, C * KD * KH * KW, (C + 2 * s - KD) / s + 1]
+  grid  c over C
+  y[0, 0, 0] = 0
+""", "k.tile")
+    names = [m.derived_name(extent) for _, extent in spec.tensor("y").extents]
+    assert names == ["C_over_KD", "C_KD_KH_KW", "C_out"]

@@ -233,8 +233,9 @@ def check_declarations(state: CheckState) -> dict[str, m.Axis]:
 
 
 def check_derived_names(state: CheckState) -> None:
-    """Each derived extent's size symbol (:func:`~tilegen.model.derived_name`: ``C_over_G``, or
-    ``H_out`` for a long one) names one extent, and no dimension an input declares by that name."""
+    """Each derived extent's size symbol (:func:`~tilegen.model.derived_name`: ``C_over_G``; for a
+    long one ``C_KD_KH_KW``, a product's factors, or ``H_out``) names one extent, and no dimension an
+    input declares by that name."""
     spec = state.spec
     written = [(a.dim, a.extent) for a in spec.axes() if a.extent is not None]
     written += [(d, e) for t in spec.tensors for (name, e) in t.extents for d in t.dims

@@ -243,7 +243,7 @@ def _batch_norm_shift_plan(x: torch.Tensor):
     shift_reduced = torch.empty(C, device=device, dtype=torch.float32)
     square_reduced = torch.empty(C, device=device, dtype=torch.float32)
     BLOCK_W = 1 << (int(W) - 1).bit_length()
-    int64 = _rt.wide_offsets((x,), (shift_reduced, square_reduced))
+    int64 = _rt.wide_offsets((x,), (shift_reduced, square_reduced)) or B * ((H + 2 - 1) // 2) * C >= 2**31
     folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
         _batch_norm_shift_launch, device, (shift_reduced, square_reduced), C == 0, lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded),

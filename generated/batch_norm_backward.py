@@ -413,7 +413,7 @@ def _batch_norm_backward_shift_plan(x: torch.Tensor):
     shift_reduced = torch.empty(C, device=device, dtype=torch.float32)
     square_reduced = torch.empty(C, device=device, dtype=torch.float32)
     BLOCK_W = 1 << (int(W) - 1).bit_length()
-    int64 = _rt.wide_offsets((x,), (shift_reduced, square_reduced))
+    int64 = _rt.wide_offsets((x,), (shift_reduced, square_reduced)) or B * ((H + 2 - 1) // 2) * C >= 2**31
     folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
         _batch_norm_backward_shift_launch, device, (shift_reduced, square_reduced), C == 0, lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded),
@@ -639,7 +639,7 @@ def _batch_norm_backward_dmean_plan(dy: torch.Tensor, x: torch.Tensor, weight: t
     dmean_reduced = torch.empty(C, device=device, dtype=torch.float32)
     dmean1_reduced = torch.empty(C, device=device, dtype=torch.float32)
     BLOCK_W = 1 << (int(W) - 1).bit_length()
-    int64 = _rt.wide_offsets((dy, x, weight, shift_reduced, square_reduced), (dmean_reduced, dmean1_reduced))
+    int64 = _rt.wide_offsets((dy, x, weight, shift_reduced, square_reduced), (dmean_reduced, dmean1_reduced)) or B * ((H + 2 - 1) // 2) * C >= 2**31
     folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
         _batch_norm_backward_dmean_launch, device, (dmean_reduced, dmean1_reduced), C == 0, lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded),
@@ -760,7 +760,7 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     _square_reduced_strides = square_reduced.stride()
     _dmean_reduced_strides = dmean_reduced.stride()
     _dmean1_reduced_strides = dmean1_reduced.stride()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) >= 2**31 or (C - 1) * abs(_shift_reduced_strides[0]) >= 2**31 or (C - 1) * abs(_square_reduced_strides[0]) >= 2**31 or (C - 1) * abs(_dmean_reduced_strides[0]) >= 2**31 or (C - 1) * abs(_dmean1_reduced_strides[0]) >= 2**31 or B * C * H * W > 2**31 or C > 2**31  # offsets past 2**31 elements
+    int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) >= 2**31 or (C - 1) * abs(_shift_reduced_strides[0]) >= 2**31 or (C - 1) * abs(_square_reduced_strides[0]) >= 2**31 or (C - 1) * abs(_dmean_reduced_strides[0]) >= 2**31 or (C - 1) * abs(_dmean1_reduced_strides[0]) >= 2**31 or B * C * H * W > 2**31 or C > 2**31 or B * ((H + 2 - 1) // 2) * C >= 2**31  # offsets past 2**31 elements
     folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
     tune_key = (device, H, W, T)
     config_index = _tuner.tuned.get(tune_key)

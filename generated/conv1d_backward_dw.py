@@ -144,7 +144,7 @@ def _conv1d_backward_dw_plan(x: torch.Tensor, w: torch.Tensor, dy: torch.Tensor,
     """conv1d_backward_dw()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, stride, padding, dilation, N, C, L, O, K, L_out = _conv1d_backward_dw_inputs("conv1d_backward_dw", x, w, dy, stride, padding, dilation)
     dw = torch.empty(O, C, K, device=device, dtype=T)
-    int64 = _rt.wide_offsets((x, w, dy), (dw,))
+    int64 = _rt.wide_offsets((x, w, dy), (dw,)) or N * O * C * K >= 2**31
     folded = max(K, N) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
         _conv1d_backward_dw_launch, device, (dw,), C == 0 or O == 0 or K == 0, lambda meta: _rt.fold_grid((((O + meta["BO"] - 1) // meta["BO"]) * ((C + meta["BC"] - 1) // meta["BC"]), K, N), folded),

@@ -152,7 +152,7 @@ def _conv2d_backward_dweight_plan(x: torch.Tensor, weight: torch.Tensor, dy: tor
     """conv2d_backward_dweight()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, sh, sw, ph, pw, dh, dw, N, C, H, W, O, KH, KW, H_out, W_out = _conv2d_backward_dweight_inputs("conv2d_backward_dweight", x, weight, dy, sh, sw, ph, pw, dh, dw)
     dweight = torch.empty(O, C, KH, KW, device=device, dtype=T)
-    int64 = _rt.wide_offsets((x, weight, dy), (dweight,))
+    int64 = _rt.wide_offsets((x, weight, dy), (dweight,)) or N * O * C * KH * KW >= 2**31
     folded = max(KW, N) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
         _conv2d_backward_dweight_launch, device, (dweight,), C == 0 or O == 0 or KH == 0 or KW == 0, lambda meta: _rt.fold_grid((((O + meta["BO"] - 1) // meta["BO"]) * ((C + meta["BC"] - 1) // meta["BC"]) * (KH), KW, N), folded),

@@ -143,7 +143,7 @@ def _conv_transpose1d_backward_dw_plan(x: torch.Tensor, w: torch.Tensor, dy: tor
     """conv_transpose1d_backward_dw()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, padding, dilation, stride, N, C, L, O, K, L_out = _conv_transpose1d_backward_dw_inputs("conv_transpose1d_backward_dw", x, w, dy, padding, dilation, stride)
     dw = torch.empty(C, O, K, device=device, dtype=T)
-    int64 = _rt.wide_offsets((x, w, dy), (dw,))
+    int64 = _rt.wide_offsets((x, w, dy), (dw,)) or N * C * O * K >= 2**31
     folded = max(K, N) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
         _conv_transpose1d_backward_dw_launch, device, (dw,), C == 0 or O == 0 or K == 0, lambda meta: _rt.fold_grid((((C + meta["BC"] - 1) // meta["BC"]) * ((O + meta["BO"] - 1) // meta["BO"]), K, N), folded),

@@ -151,7 +151,7 @@ def _conv_transpose2d_backward_dweight_plan(x: torch.Tensor, weight: torch.Tenso
     """conv_transpose2d_backward_dweight()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, ph, pw, dh, dw, sh, sw, N, C, H, W, O, KH, KW, H_out, W_out = _conv_transpose2d_backward_dweight_inputs("conv_transpose2d_backward_dweight", x, weight, dy, ph, pw, dh, dw, sh, sw)
     dweight = torch.empty(C, O, KH, KW, device=device, dtype=T)
-    int64 = _rt.wide_offsets((x, weight, dy), (dweight,))
+    int64 = _rt.wide_offsets((x, weight, dy), (dweight,)) or N * C * O * KH * KW >= 2**31
     folded = max(KW, N) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
         _conv_transpose2d_backward_dweight_launch, device, (dweight,), C == 0 or O == 0 or KH == 0 or KW == 0, lambda meta: _rt.fold_grid((((C + meta["BC"] - 1) // meta["BC"]) * ((O + meta["BO"] - 1) // meta["BO"]) * (KH), KW, N), folded),

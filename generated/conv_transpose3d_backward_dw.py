@@ -157,7 +157,7 @@ def _conv_transpose3d_backward_dw_plan(x: torch.Tensor, w: torch.Tensor, dy: tor
     """conv_transpose3d_backward_dw()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, padding, dilation, stride, N, C, D, H, W, O, KD, KH, KW, D_out, H_out, W_out = _conv_transpose3d_backward_dw_inputs("conv_transpose3d_backward_dw", x, w, dy, padding, dilation, stride)
     dw = torch.empty(C, O, KD, KH, KW, device=device, dtype=T)
-    int64 = _rt.wide_offsets((x, w, dy), (dw,))
+    int64 = _rt.wide_offsets((x, w, dy), (dw,)) or N * C * O * KD * KH * KW >= 2**31
     folded = max(KW, N) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
         _conv_transpose3d_backward_dw_launch, device, (dw,), C == 0 or O == 0 or KD == 0 or KH == 0 or KW == 0, lambda meta: _rt.fold_grid((((C + meta["BC"] - 1) // meta["BC"]) * ((O + meta["BO"] - 1) // meta["BO"]) * (KD) * (KH), KW, N), folded),

@@ -108,7 +108,7 @@ def _cosine_similarity_loss_plan(predictions: torch.Tensor, targets: torch.Tenso
         _rt.bad_block("cosine_similarity_loss", "BM", BM)
     loss = torch.empty((), device=device, dtype=torch.float32)
     BLOCK_N = 1 << (int(N) - 1).bit_length()
-    int64 = _rt.wide_offsets((predictions, targets), (loss,))
+    int64 = _rt.wide_offsets((predictions, targets), (loss,)) or ((M + BM - 1) // BM) * 1 >= 2**31
     return _rt.Planned(
         _cosine_similarity_loss_launch, device, (loss,), False, lambda meta: ((M + BM - 1) // BM, 1, 1),
         (predictions, targets, loss, M, N, *predictions.stride(), *targets.stride(), 1),

@@ -119,7 +119,7 @@ def _cross_entropy_loss_plan(logits: torch.Tensor, target: torch.Tensor):
     device, M, V = _cross_entropy_loss_inputs("cross_entropy_loss", logits, target)
     loss = torch.empty((), device=device, dtype=torch.float32)
     BLOCK_V = 1 << (int(V) - 1).bit_length()
-    int64 = _rt.wide_offsets((logits, target), (loss,))
+    int64 = _rt.wide_offsets((logits, target), (loss,)) or ((M + 1 - 1) // 1) * 1 >= 2**31
     return _rt.Planned(
         _cross_entropy_loss_launch, device, (loss,), False, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
         (logits, target, loss, M, V, *logits.stride(), *target.stride(), 1),

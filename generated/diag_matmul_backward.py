@@ -138,7 +138,7 @@ def _diag_matmul_backward_plan(dc: torch.Tensor, a: torch.Tensor, b: torch.Tenso
     device, N, M = _diag_matmul_backward_inputs("diag_matmul_backward", dc, a, b)
     da = torch.empty(N, device=device, dtype=torch.float32)
     db = torch.empty(N, M, device=device, dtype=torch.float32)
-    int64 = _rt.wide_offsets((dc, a, b), (da, db))
+    int64 = _rt.wide_offsets((dc, a, b), (da, db)) or ((M + 128 - 1) // 128) * N >= 2**31
     folded = (N + 1 - 1) // 1 > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
         _diag_matmul_backward_launch, device, (da, db), N == 0 or M == 0, lambda meta: _rt.fold_grid(((M + meta["BN"] - 1) // meta["BN"], (N + meta["BM"] - 1) // meta["BM"], 1), folded),

@@ -166,7 +166,7 @@ def _frobenius_norm_norm_plan(x: torch.Tensor):
     device, T, B, C, H, W = _frobenius_norm_norm_inputs("_frobenius_norm_norm", x)
     norm_reduced = torch.empty(1, device=device, dtype=torch.float32)
     BLOCK_W = 1 << (int(W) - 1).bit_length()
-    int64 = _rt.wide_offsets((x,), (norm_reduced,))
+    int64 = _rt.wide_offsets((x,), (norm_reduced,)) or B * C * ((H + 2 - 1) // 2) * 1 >= 2**31
     folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
         _frobenius_norm_norm_launch, device, (norm_reduced,), False, lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded),

@@ -233,7 +233,7 @@ def _group_norm_shift_plan(x: torch.Tensor, G: int):
     square_reduced = torch.empty(B, G, device=device, dtype=torch.float32)
     BLOCK_C_over_G = 1 << (int(C_over_G) - 1).bit_length()
     BLOCK_W = 1 << (int(W) - 1).bit_length()
-    int64 = _rt.wide_offsets((x,), (shift_reduced, square_reduced))
+    int64 = _rt.wide_offsets((x,), (shift_reduced, square_reduced)) or H * B * G >= 2**31
     folded = max(G, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
         _group_norm_shift_launch, device, (shift_reduced, square_reduced), B == 0 or G == 0, lambda meta: _rt.fold_grid((B, G, H), folded),

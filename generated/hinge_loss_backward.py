@@ -143,7 +143,7 @@ def _hinge_loss_backward_plan(dloss: torch.Tensor, predictions: torch.Tensor, ta
     dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
     dtargets = torch.empty(N, device=device, dtype=torch.float32)
     _dloss_strides = (0,)
-    int64 = _rt.wide_offsets((dloss, predictions, targets), (dpredictions, dtargets))
+    int64 = _rt.wide_offsets((dloss, predictions, targets), (dpredictions, dtargets)) or ((M + 4 - 1) // 4) * N >= 2**31
     folded = (M + 4 - 1) // 4 > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
         _hinge_loss_backward_launch, device, (dpredictions, dtargets), M == 0 or N == 0, lambda meta: _rt.fold_grid(((N + meta["BN"] - 1) // meta["BN"], (M + meta["BM"] - 1) // meta["BM"], 1), folded),

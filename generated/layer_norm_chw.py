@@ -209,7 +209,7 @@ def _layer_norm_chw_shift_plan(x: torch.Tensor):
     shift_reduced = torch.empty(B, device=device, dtype=torch.float32)
     square_reduced = torch.empty(B, device=device, dtype=torch.float32)
     BLOCK_W = 1 << (int(W) - 1).bit_length()
-    int64 = _rt.wide_offsets((x,), (shift_reduced, square_reduced))
+    int64 = _rt.wide_offsets((x,), (shift_reduced, square_reduced)) or C * H * B >= 2**31
     folded = max(C, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
         _layer_norm_chw_shift_launch, device, (shift_reduced, square_reduced), B == 0, lambda meta: _rt.fold_grid((B, C, H), folded),

@@ -381,7 +381,7 @@ def _layer_norm_chw_backward_dmean_plan(dy: torch.Tensor, x: torch.Tensor, weigh
     dmean_reduced = torch.empty(B, device=device, dtype=torch.float32)
     dmean1_reduced = torch.empty(B, device=device, dtype=torch.float32)
     BLOCK_W = 1 << (int(W) - 1).bit_length()
-    int64 = _rt.wide_offsets((dy, x, weight, shift_reduced, square_reduced), (dmean_reduced, dmean1_reduced))
+    int64 = _rt.wide_offsets((dy, x, weight, shift_reduced, square_reduced), (dmean_reduced, dmean1_reduced)) or C * H * B >= 2**31
     folded = max(C, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
         _layer_norm_chw_backward_dmean_launch, device, (dmean_reduced, dmean1_reduced), B == 0, lambda meta: _rt.fold_grid((B, C, H), folded),
@@ -499,7 +499,7 @@ def layer_norm_chw_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Ten
     _square_reduced_strides = square_reduced.stride()
     _dmean_reduced_strides = dmean_reduced.stride()
     _dmean1_reduced_strides = dmean1_reduced.stride()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) + (H - 1) * abs(_weight_strides[1]) + (W - 1) * abs(_weight_strides[2]) >= 2**31 or (B - 1) * abs(_shift_reduced_strides[0]) >= 2**31 or (B - 1) * abs(_square_reduced_strides[0]) >= 2**31 or (B - 1) * abs(_dmean_reduced_strides[0]) >= 2**31 or (B - 1) * abs(_dmean1_reduced_strides[0]) >= 2**31 or B * C * H * W > 2**31 or C * H * W > 2**31  # offsets past 2**31 elements
+    int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) + (H - 1) * abs(_weight_strides[1]) + (W - 1) * abs(_weight_strides[2]) >= 2**31 or (B - 1) * abs(_shift_reduced_strides[0]) >= 2**31 or (B - 1) * abs(_square_reduced_strides[0]) >= 2**31 or (B - 1) * abs(_dmean_reduced_strides[0]) >= 2**31 or (B - 1) * abs(_dmean1_reduced_strides[0]) >= 2**31 or B * C * H * W > 2**31 or C * H * W > 2**31 or B * C * H * W >= 2**31  # offsets past 2**31 elements
     folded = max(C, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     grid = _rt.fold_grid((B, C, H), folded)
     dweight_programs = B  # programs along B

@@ -116,7 +116,7 @@ def _mse_loss_plan(predictions: torch.Tensor, targets: torch.Tensor):
     """mse_loss()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, M, N = _mse_loss_inputs("mse_loss", predictions, targets)
     loss = torch.empty((), device=device, dtype=torch.float32)
-    int64 = _rt.wide_offsets((predictions, targets), (loss,))
+    int64 = _rt.wide_offsets((predictions, targets), (loss,)) or ((N + 256 - 1) // 256) * ((M + 4 - 1) // 4) * 1 >= 2**31
     folded = (M + 4 - 1) // 4 > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
         _mse_loss_launch, device, (loss,), False, lambda meta: _rt.fold_grid(((N + meta["BN"] - 1) // meta["BN"], (M + meta["BM"] - 1) // meta["BM"], 1), folded),

@@ -121,7 +121,7 @@ def _triplet_margin_loss_plan(anchor: torch.Tensor, positive: torch.Tensor, nega
     device, margin, M, N = _triplet_margin_loss_inputs("triplet_margin_loss", anchor, positive, negative, margin)
     loss = torch.empty((), device=device, dtype=torch.float32)
     BLOCK_N = 1 << (int(N) - 1).bit_length()
-    int64 = _rt.wide_offsets((anchor, positive, negative), (loss,))
+    int64 = _rt.wide_offsets((anchor, positive, negative), (loss,)) or ((M + 1 - 1) // 1) * 1 >= 2**31
     return _rt.Planned(
         _triplet_margin_loss_launch, device, (loss,), False, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
         (anchor, positive, negative, loss, M, N, margin, *anchor.stride(), *positive.stride(), *negative.stride(), 1),

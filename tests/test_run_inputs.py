@@ -232,7 +232,7 @@ def test_the_range_leaves_the_generated_module_alone():
         ("in  x: f32[M, N] in [a, 1]", "2:24", "unexpected 'a'; expected '-' or a number"),
         ("in  x: f32[M, N] in (0, 1)", "2:23", "unexpected '('; expected '['"),
         ("in  x: f32[M, N] in [0, 1, 2]", "2:28", "unexpected ','; expected ']'"),
-        ("in  x: f32[M, N] [0, 1]", "2:20", "unexpected '['; expected '=', 'in' or end of line"),
+        ("in  x: f32[M, N] [0, 1]", "2:20", "unexpected '['; expected '=', 'in', 'packed' or end of line"),
     ],
 )
 def test_bad_ranges_are_located_errors(tmp_path, declaration, location, message):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from tilegen import model as m
 from tilegen.lower.descriptors import descriptor_checks, make_descriptors
 from tilegen.lower.grid import fold_condition
-from tilegen.lower.launch import LaunchArgs, constexpr_values
+from tilegen.lower.launch import LaunchArgs, constexpr_values, program_count
 from tilegen.lower.names import given_name, size_symbols, tuple_text
 from tilegen.lower.plan import KernelPlan, Line, Op
 
@@ -102,11 +102,16 @@ def lower_arguments(spec: m.Spec, full: m.Spec, kernel: KernelPlan, fallback: st
     for extent, flag in kernel.histograms:  # few bins: a histogram per program, an atomic add per bin
         flags.append(Line(f"{flag} = _rt.histogram_bins({extent})  # 0: too many bins, an atomic add per lane"))
         meta += (f"{flag}={flag}",)
+    # a reduction across programs stores each program's partials at its place in a float32
+    # workspace of (programs x the output's elements): at most the count of the smallest blocks
+    spans = dict.fromkeys(f"{program_count(spec, finish, 'meta', smallest=True)} * {finish.elements} >= 2**31"
+                          for finish in kernel.finishes)
+    wide = "".join(f" or {span}" for span in spans)
     if kernel.int64 and planned:
         inputs, outputs = (tuple_text(t.name.id for t in full.arrays if t.role == role) for role in ("in", "out"))
-        flags.append(Line(f"int64 = _rt.wide_offsets({inputs}, {outputs})"))
+        flags.append(Line(f"int64 = _rt.wide_offsets({inputs}, {outputs}){wide}"))
     elif kernel.int64:
-        flags.append(Line(f"int64 = {int64_condition(full)}  # offsets past 2**31 elements"))
+        flags.append(Line(f"int64 = {int64_condition(full)}{wide}  # offsets past 2**31 elements"))
     if kernel.int64:
         meta += ("INT64_OFFSETS=int64",)
     if kernel.folded:  # CUDA launches at most 65535 programs along program ids 1 and 2

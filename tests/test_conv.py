@@ -404,3 +404,21 @@ def test_conv3d_implicit_gemm_trains_through_conv3ds_backward(generated, monkeyp
     check_training(generated, monkeypatch, "conv3d_implicit_gemm", [x, w, b], (2, 1, 1),
                    lambda x, w, b: F.conv3d(x, w, b, 2, 1, 1), (16 * 12, 2 * 3 * 3 * 4, 2 * 3 * 3 * 4), ends=(0,),
                    backward_names=["conv3d_backward_dx", "conv3d_backward_dw", "conv3d_backward_dbias"])
+
+
+@pytest.mark.parametrize("samples", [0, 1, 32, 33, 70])
+def test_weight_gradients_sum_every_slice_of_the_samples(generated, samples):
+    """The weight gradients run a program per slice of the samples (s, s + 32, ...: at most 32
+    slices) and merge the slices' partials: right at no sample (a gradient of zeros), at one, at 32
+    (one sample a slice) and past it (slices of two and three samples, some one short)."""
+    x, w = randn(samples, 3, 9, seed=7), randn(5, 3, 4, seed=8)
+    dy = randn(samples, 5, 6, seed=9)
+    leaf = w.clone().requires_grad_()
+    want = torch.autograd.grad(F.conv1d(x, leaf, None, 1, 0, 1), leaf, dy)[0] if samples else torch.zeros_like(w)
+    close(generated("conv1d_backward_dw").conv1d_backward_dw(x, w, dy), want, torch.float32, max(samples, 1) * 6)
+    x2, w2 = randn(samples, 3, 5, 6, seed=7), randn(4, 3, 2, 3, seed=8)
+    dy2 = randn(samples, 4, 4, 4, seed=9)
+    leaf2 = w2.clone().requires_grad_()
+    want2 = (torch.autograd.grad(F.conv2d(x2, leaf2), leaf2, dy2)[0] if samples else torch.zeros_like(w2))
+    got2 = generated("conv2d_backward_dweight").conv2d_backward_dweight(x2, w2, dy2)
+    close(got2, want2, torch.float32, max(samples, 1) * 16)

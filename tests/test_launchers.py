@@ -677,11 +677,12 @@ def test_graph_timing_captures_on_a_stream_of_the_current_gpu(generated, monkeyp
 
 def test_a_workspace_of_partials_past_2_31_uses_int64(generated):
     """A reduction across programs stores each program's partials at ``program * elements`` in an
-    f32 workspace, which can pass 2**31 elements where no tensor does: conv1d's weight gradient,
-    a program per sample, keeps N x O x C x K partials (513 x 2048 x 2048 > 2**31, 511 x ... not)."""
+    f32 workspace, which can pass 2**31 elements where no tensor does: conv1d's weight gradient
+    keeps min(N, 32) x O x C x K partials (32 x 8192 x 8192 = 2**31; 31 x ... below)."""
     module = generated("conv1d_backward_dw")
-    for samples, wide in ((511, False), (513, True)):
-        x, w, dy = torch.empty(samples, 2048, 1), torch.empty(2048, 2048, 1), torch.empty(samples, 2048, 1)
+    w = torch.empty(8192, 8192, 1)  # virtual memory: the plan reads shapes and strides only
+    for samples, wide in ((31, False), (32, True), (1000, True)):
+        x, dy = torch.empty(samples, 8192, 1), torch.empty(samples, 8192, 1)
         plan = module._conv1d_backward_dw_plan(x, w, dy)
         assert plan.meta["INT64_OFFSETS"] is wide
         assert not module._rt.wide_offsets((x, w, dy), plan.outputs)  # no tensor of its own needs them

@@ -339,7 +339,7 @@ def test_rope_refuses_an_odd_head_dim_at_launch(generated, name):
 def test_a_long_product_of_sizes_is_named_by_its_factors():
     """A derived extent's size symbol: spelled out while short (``C_over_G``), a long product of
     sizes by its factors (not ``C_out``, which reads as an output's channels), anything else long
-    by its first size and ``_out`` (a pooling's ``H_out``)."""
+    by its first size and ``_out`` (a pooling's ``H_out``); a call by its function and arguments."""
     from tilegen import model as m
     from tilegen.parser import parse
 
@@ -347,9 +347,9 @@ def test_a_long_product_of_sizes_is_named_by_its_factors():
 kernel k
   in  x: f32[C, KD, KH, KW]
   in  s: i32
-  out y: f32[C / KD, C * KD * KH * KW, (C + 2 * s - KD) / s + 1]
+  out y: f32[C / KD, C * KD * KH * KW, (C + 2 * s - KD) / s + 1, minimum(C, 32)]
   grid  c over C
-  y[0, 0, 0] = 0
+  y[0, 0, 0, 0] = 0
 """, "k.tile")
     names = [m.derived_name(extent) for _, extent in spec.tensor("y").extents]
-    assert names == ["C_over_KD", "C_KD_KH_KW", "C_out"]
+    assert names == ["C_over_KD", "C_KD_KH_KW", "C_out", "minimum_C_32"]

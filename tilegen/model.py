@@ -687,13 +687,15 @@ def _factors(extent: Expr) -> list[str]:
 
 
 def _spelled(extent: Expr) -> str:
-    """A derived extent's name with every operator spelled out (``C_over_G``)."""
+    """A derived extent's name with every operator spelled out (``C_over_G``, ``minimum_N_32``)."""
     if isinstance(extent, BinOp):
         return f"{_spelled(extent.left)}_{_OPERATOR_WORDS[extent.op]}_{_spelled(extent.right)}"
     if isinstance(extent, Neg):
         return f"minus_{_spelled(extent.operand)}"
     if isinstance(extent, Ref):
         return extent.name.id
+    if isinstance(extent, Call):  # minimum(N, 32): minimum_N_32
+        return "_".join([extent.func.id, *(_spelled(a) for a in extent.args)])
     return extent.text if isinstance(extent, Number) else "size"
 
 

@@ -110,11 +110,20 @@ def derived_sizes(spec: m.Spec, name: str) -> tuple[list[tuple[str, str]], list[
             continue
         divisors = {id(e.right) for e in m.subexpressions(extent) if isinstance(e, m.BinOp) and e.op == "/"}
         checks += _division_checks(extent, name, what, _among(divisors))
-        checks.append((f"{text} < 1", extent_message(spec, name, size, extent)))
+        if not _loop_only(spec, size):  # a loop of no steps adds nothing: (N + 31) / 32 at N = 0
+            checks.append((f"{text} < 1", extent_message(spec, name, size, extent)))
     firsts: dict[str, str] = {}  # each condition once (stride < 1 for every / by stride): the first message
     for condition, message in checks:
         firsts.setdefault(condition, message)
     return list(firsts.items()), texts
+
+
+def _loop_only(spec: m.Spec, size: str) -> bool:
+    """Whether the derived size ``size`` is the extent of loops only: no grid axis and no output
+    dimension is over it, so where it rounds down to 0 its loops take no step, which is no error."""
+    grid = {a.dim.id for a in spec.grid}
+    outputs = {d.id for t in spec.outputs for d in t.dims if isinstance(d, m.Name)}
+    return size not in grid and size not in outputs
 
 
 def _among(divisors: set[int]) -> Callable[[m.Expr], bool]:

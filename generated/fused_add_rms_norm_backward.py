@@ -191,7 +191,7 @@ def _fused_add_rms_norm_backward_plan(dy: torch.Tensor, ds: torch.Tensor, weight
     dresidual = torch.empty(M, N, device=device, dtype=T)
     dweight = torch.empty(N, device=device, dtype=T)
     BLOCK_N = 1 << (int(N) - 1).bit_length()
-    int64 = _rt.wide_offsets((dy, ds, weight, s), (dx, dresidual, dweight)) or min(NUM_SMS, ((M + 1 - 1) // 1)) * N >= 2**31
+    int64 = _rt.wide_offsets((dy, ds, weight, s), (dx, dresidual, dweight)) or ((M + 1 - 1) // 1) * N >= 2**31
     NUM_SMS = _num_sms(device)
     return _rt.Planned(
         _fused_add_rms_norm_backward_launch, device, (dx, dresidual, dweight), M == 0 or N == 0, lambda meta: (min(NUM_SMS, (M + meta["BM"] - 1) // meta["BM"]), 1, 1),

@@ -192,7 +192,7 @@ def _layer_norm_backward_plan(dy: torch.Tensor, x: torch.Tensor, weight: torch.T
     dweight = torch.empty(N, device=device, dtype=T)
     dbias = torch.empty(N, device=device, dtype=T)
     BLOCK_N = 1 << (int(N) - 1).bit_length()
-    int64 = _rt.wide_offsets((dy, x, weight, mu, rstd), (dx, dweight, dbias)) or min(NUM_SMS, ((M + 1 - 1) // 1)) * N >= 2**31
+    int64 = _rt.wide_offsets((dy, x, weight, mu, rstd), (dx, dweight, dbias)) or ((M + 1 - 1) // 1) * N >= 2**31
     NUM_SMS = _num_sms(device)
     return _rt.Planned(
         _layer_norm_backward_launch, device, (dx, dweight, dbias), M == 0 or N == 0, lambda meta: (min(NUM_SMS, (M + meta["BM"] - 1) // meta["BM"]), 1, 1),

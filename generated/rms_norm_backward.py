@@ -152,7 +152,7 @@ def _rms_norm_backward_plan(dy: torch.Tensor, x: torch.Tensor, weight: torch.Ten
     dx = torch.empty(M, N, device=device, dtype=T)
     dweight = torch.empty(N, device=device, dtype=T)
     BLOCK_N = 1 << (int(N) - 1).bit_length()
-    int64 = _rt.wide_offsets((dy, x, weight), (dx, dweight)) or min(NUM_SMS, ((M + 1 - 1) // 1)) * N >= 2**31
+    int64 = _rt.wide_offsets((dy, x, weight), (dx, dweight)) or ((M + 1 - 1) // 1) * N >= 2**31
     NUM_SMS = _num_sms(device)
     return _rt.Planned(
         _rms_norm_backward_launch, device, (dx, dweight), M == 0 or N == 0, lambda meta: (min(NUM_SMS, (M + meta["BM"] - 1) // meta["BM"]), 1, 1),

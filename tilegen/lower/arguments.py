@@ -104,8 +104,9 @@ def lower_arguments(spec: m.Spec, full: m.Spec, kernel: KernelPlan, fallback: st
         meta += (f"{flag}={flag}",)
     # a reduction across programs stores each program's partials at its place in a float32
     # workspace of (programs x the output's elements): at most the count of the smallest blocks
-    spans = dict.fromkeys(f"{program_count(spec, finish, 'meta', smallest=True)} * {finish.elements} >= 2**31"
-                          for finish in kernel.finishes)
+    spans = dict.fromkeys(
+        f"{program_count(spec, finish, 'meta', smallest=True, sms=False)} * {finish.elements} >= 2**31"
+        for finish in kernel.finishes)
     wide = "".join(f" or {span}" for span in spans)
     if kernel.int64 and planned:
         inputs, outputs = (tuple_text(t.name.id for t in full.arrays if t.role == role) for role in ("in", "out"))

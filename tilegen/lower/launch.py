@@ -306,17 +306,18 @@ def workspaces(spec: m.Spec, kernel: KernelPlan, smallest: bool = False) -> list
     return ops
 
 
-def program_count(spec: m.Spec, finish: FinishPlan, config: str, smallest: bool = False) -> str:
+def program_count(spec: m.Spec, finish: FinishPlan, config: str, smallest: bool = False, sms: bool = True) -> str:
     """The number of programs whose partials ``finish`` merges, as launcher text: the product of
     the program counts along its reduced axes, tuned blocks read from the dict named ``config``
-    (with ``smallest``, each the least of any config's); a persistent grid's at most one per SM."""
+    (with ``smallest``, each the least of any config's); a persistent grid's at most one per SM
+    (without ``sms``, the product alone: a bound that needs no ``NUM_SMS``)."""
     tuned = set(spec.tuned_params)
     counts: list[str] = []
     for dim, block in finish.programs:
         if block is not None and block in tuned:
             block = smallest_block(spec, block) if smallest else f'{config}["{block}"]'
         counts.append(dim if block is None else f"({cdiv(dim, block)})")
-    return f"min(NUM_SMS, {' * '.join(counts)})" if spec.persistent else " * ".join(counts)
+    return f"min(NUM_SMS, {' * '.join(counts)})" if spec.persistent and sms else " * ".join(counts)
 
 
 def finish_step(spec: m.Spec, finish: FinishPlan) -> str:

@@ -78,16 +78,17 @@ def conv2d_backward_dx_kernel(
         b = offs_v + pw - dw * kw
         # specs/conv2d_backward_dx.tile:31: divides = (a % sh == 0) & (b % sw == 0)
         divides = tl.where((a % sh) == 0, (b % sw) == 0, False)
-        offs_o = o * BO + tl.arange(0, BO)
-        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-            offs_o = offs_o.to(tl.int64)
-        # specs/conv2d_backward_dx.tile:33: acc += dot(weight[o, c, kh, kw], where(divides, dy[n, o, a // sh, b // sw], 0))
-        weight = tl.load(weight_ptr + offs_o[None, :] * stride_weight_o + offs_c[:, None] * stride_weight_c + kh * stride_weight_kh + kw * stride_weight_kw, mask=mask_c[:, None], other=0.0)
-        dy_h_out_index = floor_divide(((pid_h + ph) - (dh * kh)), sh)
-        dy_w_out_index = floor_divide(((offs_v[None, :] + pw) - (dw * kw)), sw)
-        mask_ov = tl.where((dy_h_out_index >= 0) & (dy_h_out_index < H_out), mask_v[None, :] & (dy_w_out_index >= 0) & (dy_w_out_index < W_out), False)
-        dy = tl.load(dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + dy_h_out_index * stride_dy_h_out + dy_w_out_index * stride_dy_w_out, mask=mask_ov & (divides[None, :]), other=0.0)
-        acc += tl.dot(_dot_operand(weight), _dot_operand(dy))
+        if (a % sh) == 0:  # a step where this is false adds nothing: skipped
+            offs_o = o * BO + tl.arange(0, BO)
+            if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+                offs_o = offs_o.to(tl.int64)
+            # specs/conv2d_backward_dx.tile:33: acc += dot(weight[o, c, kh, kw], where(divides, dy[n, o, a // sh, b // sw], 0))
+            weight = tl.load(weight_ptr + offs_o[None, :] * stride_weight_o + offs_c[:, None] * stride_weight_c + kh * stride_weight_kh + kw * stride_weight_kw, mask=mask_c[:, None], other=0.0)
+            dy_h_out_index = floor_divide(((pid_h + ph) - (dh * kh)), sh)
+            dy_w_out_index = floor_divide(((offs_v[None, :] + pw) - (dw * kw)), sw)
+            mask_ov = tl.where((dy_h_out_index >= 0) & (dy_h_out_index < H_out), mask_v[None, :] & (dy_w_out_index >= 0) & (dy_w_out_index < W_out), False)
+            dy = tl.load(dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + dy_h_out_index * stride_dy_h_out + dy_w_out_index * stride_dy_w_out, mask=mask_ov & (divides[None, :]), other=0.0)
+            acc += tl.dot(_dot_operand(weight), _dot_operand(dy))
     # the last tile, if O % BO != 0, at every tap: masked
     for kh_kw_o in range(KH * KW * (O // BO), KH * KW * tl.cdiv(O, BO)):
         kh = kh_kw_o // KW % KH
@@ -99,18 +100,19 @@ def conv2d_backward_dx_kernel(
         b = offs_v + pw - dw * kw
         # specs/conv2d_backward_dx.tile:31: divides = (a % sh == 0) & (b % sw == 0)
         divides = tl.where((a % sh) == 0, (b % sw) == 0, False)
-        offs_o = o * BO + tl.arange(0, BO)
-        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-            offs_o = offs_o.to(tl.int64)
-        mask_o = offs_o < O
-        # specs/conv2d_backward_dx.tile:33: acc += dot(weight[o, c, kh, kw], where(divides, dy[n, o, a // sh, b // sw], 0))
-        mask_co = mask_o[None, :] & mask_c[:, None]
-        weight = tl.load(weight_ptr + offs_o[None, :] * stride_weight_o + offs_c[:, None] * stride_weight_c + kh * stride_weight_kh + kw * stride_weight_kw, mask=mask_co, other=0.0)
-        dy_h_out_index = floor_divide(((pid_h + ph) - (dh * kh)), sh)
-        dy_w_out_index = floor_divide(((offs_v[None, :] + pw) - (dw * kw)), sw)
-        mask_ov = tl.where((dy_h_out_index >= 0) & (dy_h_out_index < H_out), mask_o[:, None] & mask_v[None, :] & (dy_w_out_index >= 0) & (dy_w_out_index < W_out), False)
-        dy = tl.load(dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + dy_h_out_index * stride_dy_h_out + dy_w_out_index * stride_dy_w_out, mask=mask_ov & (divides[None, :]), other=0.0)
-        acc += tl.dot(_dot_operand(weight), _dot_operand(dy))
+        if (a % sh) == 0:  # a step where this is false adds nothing: skipped
+            offs_o = o * BO + tl.arange(0, BO)
+            if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+                offs_o = offs_o.to(tl.int64)
+            mask_o = offs_o < O
+            # specs/conv2d_backward_dx.tile:33: acc += dot(weight[o, c, kh, kw], where(divides, dy[n, o, a // sh, b // sw], 0))
+            mask_co = mask_o[None, :] & mask_c[:, None]
+            weight = tl.load(weight_ptr + offs_o[None, :] * stride_weight_o + offs_c[:, None] * stride_weight_c + kh * stride_weight_kh + kw * stride_weight_kw, mask=mask_co, other=0.0)
+            dy_h_out_index = floor_divide(((pid_h + ph) - (dh * kh)), sh)
+            dy_w_out_index = floor_divide(((offs_v[None, :] + pw) - (dw * kw)), sw)
+            mask_ov = tl.where((dy_h_out_index >= 0) & (dy_h_out_index < H_out), mask_o[:, None] & mask_v[None, :] & (dy_w_out_index >= 0) & (dy_w_out_index < W_out), False)
+            dy = tl.load(dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + dy_h_out_index * stride_dy_h_out + dy_w_out_index * stride_dy_w_out, mask=mask_ov & (divides[None, :]), other=0.0)
+            acc += tl.dot(_dot_operand(weight), _dot_operand(dy))
     # specs/conv2d_backward_dx.tile:34: dx[n, c, h, v] = T(acc)
     mask_cv = mask_c[:, None] & mask_v[None, :]
     dx_ptrs = dx_ptr + pid_n * stride_dx_n + offs_c[:, None] * stride_dx_c + pid_h * stride_dx_h + offs_v[None, :] * stride_dx_w

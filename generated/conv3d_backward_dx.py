@@ -83,17 +83,18 @@ def conv3d_backward_dx_kernel(
         e = offs_v + padding - dilation * kw
         # specs/conv3d_backward_dx.tile:28: divides = (a % stride == 0) & (b % stride == 0) & (e % stride == 0)
         divides = tl.where(((a % stride) == 0) & ((b % stride) == 0), (e % stride) == 0, False)
-        offs_o = o * BO + tl.arange(0, BO)
-        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-            offs_o = offs_o.to(tl.int64)
-        # specs/conv3d_backward_dx.tile:30: acc += dot(w[o, c, kd, kh, kw], where(divides, dy[n, o, a // stride, b // stride, e // stride], 0))
-        w = tl.load(w_ptr + offs_o[None, :] * stride_w_o + offs_c[:, None] * stride_w_c + kd * stride_w_kd + kh * stride_w_kh + kw * stride_w_kw, mask=mask_c[:, None], other=0.0)
-        dy_d_out_index = floor_divide(((pid_i + padding) - (dilation * kd)), stride)
-        dy_h_out_index = floor_divide(((pid_h + padding) - (dilation * kh)), stride)
-        dy_w_out_index = floor_divide(((offs_v[None, :] + padding) - (dilation * kw)), stride)
-        mask_ov = tl.where((dy_d_out_index >= 0) & (dy_d_out_index < D_out) & (dy_h_out_index >= 0) & (dy_h_out_index < H_out), mask_v[None, :] & (dy_w_out_index >= 0) & (dy_w_out_index < W_out), False)
-        dy = tl.load(dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + dy_d_out_index * stride_dy_d_out + dy_h_out_index * stride_dy_h_out + dy_w_out_index * stride_dy_w_out, mask=mask_ov & (divides[None, :]), other=0.0)
-        acc += tl.dot(_dot_operand(w), _dot_operand(dy))
+        if ((a % stride) == 0) & ((b % stride) == 0):  # a step where this is false adds nothing: skipped
+            offs_o = o * BO + tl.arange(0, BO)
+            if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+                offs_o = offs_o.to(tl.int64)
+            # specs/conv3d_backward_dx.tile:30: acc += dot(w[o, c, kd, kh, kw], where(divides, dy[n, o, a // stride, b // stride, e // stride], 0))
+            w = tl.load(w_ptr + offs_o[None, :] * stride_w_o + offs_c[:, None] * stride_w_c + kd * stride_w_kd + kh * stride_w_kh + kw * stride_w_kw, mask=mask_c[:, None], other=0.0)
+            dy_d_out_index = floor_divide(((pid_i + padding) - (dilation * kd)), stride)
+            dy_h_out_index = floor_divide(((pid_h + padding) - (dilation * kh)), stride)
+            dy_w_out_index = floor_divide(((offs_v[None, :] + padding) - (dilation * kw)), stride)
+            mask_ov = tl.where((dy_d_out_index >= 0) & (dy_d_out_index < D_out) & (dy_h_out_index >= 0) & (dy_h_out_index < H_out), mask_v[None, :] & (dy_w_out_index >= 0) & (dy_w_out_index < W_out), False)
+            dy = tl.load(dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + dy_d_out_index * stride_dy_d_out + dy_h_out_index * stride_dy_h_out + dy_w_out_index * stride_dy_w_out, mask=mask_ov & (divides[None, :]), other=0.0)
+            acc += tl.dot(_dot_operand(w), _dot_operand(dy))
     # the last tile, if O % BO != 0, at every tap: masked
     for kd_kh_kw_o in range(KD * KH * KW * (O // BO), KD * KH * KW * tl.cdiv(O, BO)):
         kd = kd_kh_kw_o // (KH * KW) % KD
@@ -108,19 +109,20 @@ def conv3d_backward_dx_kernel(
         e = offs_v + padding - dilation * kw
         # specs/conv3d_backward_dx.tile:28: divides = (a % stride == 0) & (b % stride == 0) & (e % stride == 0)
         divides = tl.where(((a % stride) == 0) & ((b % stride) == 0), (e % stride) == 0, False)
-        offs_o = o * BO + tl.arange(0, BO)
-        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-            offs_o = offs_o.to(tl.int64)
-        mask_o = offs_o < O
-        # specs/conv3d_backward_dx.tile:30: acc += dot(w[o, c, kd, kh, kw], where(divides, dy[n, o, a // stride, b // stride, e // stride], 0))
-        mask_co = mask_o[None, :] & mask_c[:, None]
-        w = tl.load(w_ptr + offs_o[None, :] * stride_w_o + offs_c[:, None] * stride_w_c + kd * stride_w_kd + kh * stride_w_kh + kw * stride_w_kw, mask=mask_co, other=0.0)
-        dy_d_out_index = floor_divide(((pid_i + padding) - (dilation * kd)), stride)
-        dy_h_out_index = floor_divide(((pid_h + padding) - (dilation * kh)), stride)
-        dy_w_out_index = floor_divide(((offs_v[None, :] + padding) - (dilation * kw)), stride)
-        mask_ov = tl.where((dy_d_out_index >= 0) & (dy_d_out_index < D_out) & (dy_h_out_index >= 0) & (dy_h_out_index < H_out), mask_o[:, None] & mask_v[None, :] & (dy_w_out_index >= 0) & (dy_w_out_index < W_out), False)
-        dy = tl.load(dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + dy_d_out_index * stride_dy_d_out + dy_h_out_index * stride_dy_h_out + dy_w_out_index * stride_dy_w_out, mask=mask_ov & (divides[None, :]), other=0.0)
-        acc += tl.dot(_dot_operand(w), _dot_operand(dy))
+        if ((a % stride) == 0) & ((b % stride) == 0):  # a step where this is false adds nothing: skipped
+            offs_o = o * BO + tl.arange(0, BO)
+            if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+                offs_o = offs_o.to(tl.int64)
+            mask_o = offs_o < O
+            # specs/conv3d_backward_dx.tile:30: acc += dot(w[o, c, kd, kh, kw], where(divides, dy[n, o, a // stride, b // stride, e // stride], 0))
+            mask_co = mask_o[None, :] & mask_c[:, None]
+            w = tl.load(w_ptr + offs_o[None, :] * stride_w_o + offs_c[:, None] * stride_w_c + kd * stride_w_kd + kh * stride_w_kh + kw * stride_w_kw, mask=mask_co, other=0.0)
+            dy_d_out_index = floor_divide(((pid_i + padding) - (dilation * kd)), stride)
+            dy_h_out_index = floor_divide(((pid_h + padding) - (dilation * kh)), stride)
+            dy_w_out_index = floor_divide(((offs_v[None, :] + padding) - (dilation * kw)), stride)
+            mask_ov = tl.where((dy_d_out_index >= 0) & (dy_d_out_index < D_out) & (dy_h_out_index >= 0) & (dy_h_out_index < H_out), mask_o[:, None] & mask_v[None, :] & (dy_w_out_index >= 0) & (dy_w_out_index < W_out), False)
+            dy = tl.load(dy_ptr + pid_n * stride_dy_n + offs_o[:, None] * stride_dy_o + dy_d_out_index * stride_dy_d_out + dy_h_out_index * stride_dy_h_out + dy_w_out_index * stride_dy_w_out, mask=mask_ov & (divides[None, :]), other=0.0)
+            acc += tl.dot(_dot_operand(w), _dot_operand(dy))
     # specs/conv3d_backward_dx.tile:31: dx[n, c, i, h, v] = T(acc)
     mask_cv = mask_c[:, None] & mask_v[None, :]
     dx_ptrs = dx_ptr + pid_n * stride_dx_n + offs_c[:, None] * stride_dx_c + pid_i * stride_dx_d + pid_h * stride_dx_h + offs_v[None, :] * stride_dx_w

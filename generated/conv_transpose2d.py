@@ -81,16 +81,17 @@ def conv_transpose2d_kernel(
         v = offs_ow + pw - dw * kw
         # specs/conv_transpose2d.tile:43: divides = (h % sh == 0) & (v % sw == 0)
         divides = tl.where((h % sh) == 0, (v % sw) == 0, False)
-        offs_c = c * BC + tl.arange(0, BC)
-        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-            offs_c = offs_c.to(tl.int64)
-        # specs/conv_transpose2d.tile:45: acc += dot(where(divides, x[n, c, h // sh, v // sw], 0), weight[c, o, kh, kw])
-        x_h_index = floor_divide(((pid_oh + ph) - (dh * kh)), sh)
-        x_w_index = floor_divide(((offs_ow[:, None] + pw) - (dw * kw)), sw)
-        mask_owc = tl.where((x_h_index >= 0) & (x_h_index < H), mask_ow[:, None] & (x_w_index >= 0) & (x_w_index < W), False)
-        x = tl.load(x_ptr + pid_n * stride_x_n + offs_c[None, :] * stride_x_c + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0.0)
-        weight = tl.load(weight_ptr + offs_c[:, None] * stride_weight_c + offs_o[None, :] * stride_weight_o + kh * stride_weight_kh + kw * stride_weight_kw, mask=mask_o[None, :], other=0.0)
-        acc += tl.dot(_dot_operand(x), _dot_operand(weight))
+        if (h % sh) == 0:  # a step where this is false adds nothing: skipped
+            offs_c = c * BC + tl.arange(0, BC)
+            if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+                offs_c = offs_c.to(tl.int64)
+            # specs/conv_transpose2d.tile:45: acc += dot(where(divides, x[n, c, h // sh, v // sw], 0), weight[c, o, kh, kw])
+            x_h_index = floor_divide(((pid_oh + ph) - (dh * kh)), sh)
+            x_w_index = floor_divide(((offs_ow[:, None] + pw) - (dw * kw)), sw)
+            mask_owc = tl.where((x_h_index >= 0) & (x_h_index < H), mask_ow[:, None] & (x_w_index >= 0) & (x_w_index < W), False)
+            x = tl.load(x_ptr + pid_n * stride_x_n + offs_c[None, :] * stride_x_c + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0.0)
+            weight = tl.load(weight_ptr + offs_c[:, None] * stride_weight_c + offs_o[None, :] * stride_weight_o + kh * stride_weight_kh + kw * stride_weight_kw, mask=mask_o[None, :], other=0.0)
+            acc += tl.dot(_dot_operand(x), _dot_operand(weight))
     # the last tile, if C % BC != 0, at every tap: masked
     for kh_kw_c in range(KH * KW * (C // BC), KH * KW * tl.cdiv(C, BC)):
         kh = kh_kw_c // KW % KH
@@ -102,18 +103,19 @@ def conv_transpose2d_kernel(
         v = offs_ow + pw - dw * kw
         # specs/conv_transpose2d.tile:43: divides = (h % sh == 0) & (v % sw == 0)
         divides = tl.where((h % sh) == 0, (v % sw) == 0, False)
-        offs_c = c * BC + tl.arange(0, BC)
-        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-            offs_c = offs_c.to(tl.int64)
-        mask_c = offs_c < C
-        # specs/conv_transpose2d.tile:45: acc += dot(where(divides, x[n, c, h // sh, v // sw], 0), weight[c, o, kh, kw])
-        x_h_index = floor_divide(((pid_oh + ph) - (dh * kh)), sh)
-        x_w_index = floor_divide(((offs_ow[:, None] + pw) - (dw * kw)), sw)
-        mask_owc = tl.where((x_h_index >= 0) & (x_h_index < H), mask_c[None, :] & mask_ow[:, None] & (x_w_index >= 0) & (x_w_index < W), False)
-        x = tl.load(x_ptr + pid_n * stride_x_n + offs_c[None, :] * stride_x_c + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0.0)
-        mask_co = mask_c[:, None] & mask_o[None, :]
-        weight = tl.load(weight_ptr + offs_c[:, None] * stride_weight_c + offs_o[None, :] * stride_weight_o + kh * stride_weight_kh + kw * stride_weight_kw, mask=mask_co, other=0.0)
-        acc += tl.dot(_dot_operand(x), _dot_operand(weight))
+        if (h % sh) == 0:  # a step where this is false adds nothing: skipped
+            offs_c = c * BC + tl.arange(0, BC)
+            if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+                offs_c = offs_c.to(tl.int64)
+            mask_c = offs_c < C
+            # specs/conv_transpose2d.tile:45: acc += dot(where(divides, x[n, c, h // sh, v // sw], 0), weight[c, o, kh, kw])
+            x_h_index = floor_divide(((pid_oh + ph) - (dh * kh)), sh)
+            x_w_index = floor_divide(((offs_ow[:, None] + pw) - (dw * kw)), sw)
+            mask_owc = tl.where((x_h_index >= 0) & (x_h_index < H), mask_c[None, :] & mask_ow[:, None] & (x_w_index >= 0) & (x_w_index < W), False)
+            x = tl.load(x_ptr + pid_n * stride_x_n + offs_c[None, :] * stride_x_c + x_h_index * stride_x_h + x_w_index * stride_x_w, mask=mask_owc & (divides[:, None]), other=0.0)
+            mask_co = mask_c[:, None] & mask_o[None, :]
+            weight = tl.load(weight_ptr + offs_c[:, None] * stride_weight_c + offs_o[None, :] * stride_weight_o + kh * stride_weight_kh + kw * stride_weight_kw, mask=mask_co, other=0.0)
+            acc += tl.dot(_dot_operand(x), _dot_operand(weight))
     # specs/conv_transpose2d.tile:46: y[n, o, oh, ow] = T(acc + f32(bias[o]))
     bias_ptrs = bias_ptr + offs_o[:, None] * stride_bias_o
     bias = tl.load(bias_ptrs, mask=mask_o[:, None]) if HAS_BIAS else tl.full(bias_ptrs.shape, 0, bias_ptr.dtype.element_ty)

@@ -272,3 +272,47 @@ def test_a_kept_operand_broadcast_by_its_condition_keeps_its_shape(tmp_path, row
     kept = torch.arange(inner)[None, :] >= torch.arange(rows)[:, None]
     want = ((v[None, :] * kept) @ b).sum(0)
     torch.testing.assert_close(module.bcast(torch.zeros(rows), v, b), want, atol=1e-4, rtol=1e-4)
+
+
+STRIDED = """kernel t
+  in  x: f32[N, C, H, W]
+  in  w: f32[C, O, KH, KW]
+  in  s: i32 in [1, 3] = 1
+  out y: f32[N, O, HO = (H - 1) * s + KH, WO = (W - 1) * s + KW]
+  block BO = {bo}, BW = {bw}, BC = 16
+  grid  o over O by BO, ow over WO by BW, n over N, oh over HO
+  acc: f32[ow, o] = 0
+  for kh over KH
+    for kw over KW
+      h = oh - kh
+      v = ow - kw
+      divides = {divides}
+      for c over C by BC
+        acc += dot(where(divides, x[n, c, h // s, v // s], {other}), w[c, o, kh, kw])
+  y[n, o, oh, ow] = acc
+"""
+SKIPPED = "a step where this is false adds nothing: skipped"
+
+
+@pytest.mark.parametrize("bo,bw", [(16, 16), (16, 32)])
+@pytest.mark.parametrize("stride", [1, 2, 3])
+def test_taps_a_stride_skips_run_nothing(tmp_path, bo, bw, stride):
+    """A transposed convolution's taps whose row the stride does not divide (one value per step of
+    the taps-and-channels loop) skip the step's loads and dot; the result is torch's."""
+    source = STRIDED.format(bo=bo, bw=bw, divides="(h % s == 0) & (v % s == 0)", other=0)
+    kernel = _kernel_source(source, "t")
+    assert f"if (h % s) == 0:  # {SKIPPED}" in kernel
+    module = _load(tmp_path, "t", source)
+    g = torch.Generator().manual_seed(stride)
+    x, w = torch.randn(2, 19, 3, 5, generator=g), torch.randn(19, 17, 3, 4, generator=g)
+    want = F.conv_transpose2d(x, w, stride=stride)
+    torch.testing.assert_close(module.t(x, w, stride), want, atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("divides,other", [
+    ("(h % s == 0) & (v % s == 0)", 1.0),  # the false side adds a product of ones: kept
+    ("v % s == 0", 0),  # no condition of one value per step
+    ("(h % s == 0) | (v % s == 0)", 0),  # h false alone does not make the step false
+])
+def test_steps_that_may_add_something_are_not_skipped(divides, other):
+    assert SKIPPED not in _kernel_source(STRIDED.format(bo=16, bw=16, divides=divides, other=other), "t")

@@ -19,6 +19,7 @@ from tilegen.carried import running_extrema
 from tilegen.functions import function_of, literal_value
 from tilegen.lower.access import Access
 from tilegen.lower.checked import block_of, tensor_of
+from tilegen.lower.expressions import Expressions
 from tilegen.lower.grid import int64_casts
 from tilegen.lower.names import BF16_DOT_OPERAND, dtype_options, mentions, stride_name, tuple_text
 from tilegen.lower.pieces import in_piece, local_name, pieced
@@ -33,18 +34,22 @@ from tilegen.lower.ranges import (
     second_guard,
     skips_when_false,
     splits_full_tiles,
+    step_skips,
 )
 from tilegen.lower.state import AxisInfo, KernelState
 
 
 class Loops:
     """The ops of a ``for`` statement: :meth:`dot_loop` or :meth:`tile_loop`. ``statement``
-    lowers one statement of a loop's body (:meth:`tilegen.lower.statements.Statements.statement`)."""
+    lowers one statement of a loop's body (:meth:`tilegen.lower.statements.Statements.statement`);
+    ``exprs`` lowers expressions (a step's condition)."""
 
-    def __init__(self, state: KernelState, access: Access, statement: Callable[[m.Stmt], list[Op]]):
+    def __init__(self, state: KernelState, access: Access, statement: Callable[[m.Stmt], list[Op]],
+                 exprs: Expressions):
         self.state = state
         self.access = access
         self.statement = statement
+        self.exprs = exprs
 
     def dot_loop(self, loop: m.Loop, taps: tuple[m.Loop, ...] = ()) -> list[Op]:
         """``acc += dot(a[m, k], b[k, n])`` over tiles of k: pointers (or block pointers) made
@@ -218,7 +223,9 @@ class Loops:
         ``taps``, index loops around it, and ``assigns``, the assignments among them (see
         :func:`taps_chain`), make one loop with it, as :meth:`dot_loop` does, in two ranges (the
         tiles inside the dimension at every tap, unmasked; then the last tile at every tap), the
-        taps' digits and the assignments first in each step.
+        taps' digits and the assignments first in each step; the rest of a step runs under ``if``
+        the conditions of :func:`tilegen.lower.ranges.step_skips` (a transposed convolution's
+        taps the stride skips).
         """
         state = self.state
         axis = loop.axis
@@ -311,6 +318,7 @@ class Loops:
                                f"the last tile, if {axis.dim.id} % {block} != 0, at every tap: masked"))
         outer_masks, outer_loads, outer_taken = dict(state.masks), dict(state.loads), set(state.taken)
         outer_online, online = state.online, self.online_extrema(loop)
+        outer_locals = set(state.locals)
         preheader: list[Op] = []  # loads that do not change with k go here, before the loop
         loops: list[Op] = []
         # tiles at or past a number per program (m < n_b), or on the false side of a guard on the other
@@ -334,6 +342,8 @@ class Loops:
             body: list[Op] = list(digits)
             for assign in assigns:  # the statements between the taps, at this step's tap
                 body += [state.comment(assign.span), *self.statement(assign)]
+            condition = self.live_step(loop, assigns, outer_locals) if taps else None
+            head = len(body)
             body.append(Line(f"{offs} = {tile} * {block} + tl.arange(0, {block})"))
             body += int64_casts(state, [offs])
             info = AxisInfo(offs, None, axis.dim.id, block, f"{tile} * {block}")
@@ -360,6 +370,8 @@ class Loops:
             if made in body and not mentions(code_lines(op for op in body if op != made), str(mask)):
                 body.remove(made)  # no load or store took it (offset loads carry their own bounds)
             state.hoists.pop()
+            if condition is not None:  # the step's tiles, loads and dot only where it adds something
+                body[head:] = [IfBlock(condition, "a step where this is false adds nothing: skipped", tuple(body[head:]))]
             if why:
                 loops.append(Comment(why))
             loops.append(ForLoop(flat, iterable, tuple(body)))
@@ -375,6 +387,22 @@ class Loops:
             preheader.insert(0, Comment(f"tiles that do not change with {k}: loaded once, before the loop"))
         return [*(state.comment(t.span) for t in taps), state.comment(loop.span), *preheader, *loops]
 
+
+    def live_step(self, loop: m.Loop, assigns: tuple[m.Assign, ...], carried: set[str]) -> str | None:
+        """The condition (kernel text) under which a step of the loop over taps and tiles of
+        ``loop`` changes something (:func:`tilegen.lower.ranges.step_skips`), once ``assigns``
+        are lowered; None where every step may. ``carried``: the locals defined before it."""
+        def uniform(expr: m.Expr) -> bool:
+            return (not self.exprs.expr_axes(expr)
+                    and not any(isinstance(part, m.Load) for part in m.subexpressions(expr)))
+
+        conditions = step_skips(loop, assigns, uniform, carried)
+        if not conditions:
+            return None
+        ops: list[Op] = []
+        texts = [self.exprs.expr(cond, (), ops) for cond in conditions]
+        assert not ops, "a uniform condition needs no lines of its own"
+        return " & ".join(f"({text})" if len(texts) > 1 else text for text in texts)
 
     def online_extrema(self, loop: m.Loop) -> dict[str, float]:
         """The running extrema of ``loop`` (:func:`tilegen.carried.running_extrema`: ``m_new =

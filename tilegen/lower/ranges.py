@@ -26,7 +26,7 @@ Plain functions of the model; :meth:`tilegen.lower.loops.Loops.tile_loop` uses t
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -42,7 +42,8 @@ _FLIPPED = {"<=": ">=", "<": ">", ">=": "<=", ">": "<"}
 class Guard:
     """A causal guard of a loop over ``n``: ``n <= m``, ``n < m``, ``n >= m`` or ``n > m`` (``op``,
     the loop's axis on the left) with ``m`` another tile axis (``axis``); ``key`` identifies the
-    comparison as written (see :func:`tilegen.model.expr_key`)."""
+    comparison as written (see :func:`tilegen.model.expr_key`). With ``op`` and ``axis`` empty,
+    any condition (:func:`step_skips`)."""
 
     key: tuple[object, ...]
     op: str
@@ -218,7 +219,8 @@ _ZERO: _Const = ("const", 0.0)
 _ONE: _Const = ("const", 1.0)
 
 
-def skips_when_false(loop: m.Loop, guard: Guard, carried: set[str], strict: bool = False) -> bool:
+def skips_when_false(loop: m.Loop, guard: Guard, carried: set[str], strict: bool = False,
+                     before: tuple[m.Assign, ...] = ()) -> bool:
     """True when an iteration of ``loop`` in which ``guard`` is false for every lane leaves
     every variable in ``carried`` (the locals declared before the loop) unchanged and stores
     nothing, so that such tiles can be skipped.
@@ -234,9 +236,12 @@ def skips_when_false(loop: m.Loop, guard: Guard, carried: set[str], strict: bool
     :meth:`tilegen.lower.loops.Loops.online_extrema`). With
     ``strict``, values computed from loaded tiles are not assumed finite (only the loaded tiles
     themselves, and the carried values): a product or ``dot`` with zeros is zero only where the
-    other factor is known or is itself a load.
+    other factor is known or is itself a load. ``before``: assignments that run ahead of each
+    step, evaluated first (the taps' ``divides = (h % sh == 0) & (v % sw == 0)``).
     """
     env: dict[str, _Abstract] = {name: ("same", name) for name in carried}
+    for assign in before:
+        env[assign.name.id] = _value(assign.value, env, guard, strict)
     for stmt in loop.body:
         match stmt:
             case m.Declare():
@@ -249,6 +254,35 @@ def skips_when_false(loop: m.Loop, guard: Guard, carried: set[str], strict: bool
             case _:  # any other statement (a store, a loop): not shown to change nothing
                 return False
     return all(env.get(name) == ("same", name) for name in carried if _assigned(loop, name))
+
+
+def step_skips(loop: m.Loop, assigns: tuple[m.Assign, ...], uniform: Callable[[m.Expr], bool],
+               carried: set[str]) -> list[m.Expr]:
+    """The conditions under which a step of one loop over a convolution's taps and the tiles of
+    ``loop`` (:func:`tilegen.lower.loops.taps_chain`; ``assigns`` run first in each step) does
+    something: the conjuncts of its ``where`` conditions that are one value per step (``uniform``:
+    no tile axis, no load; ``h % sh == 0`` of a transposed convolution's ``divides = (h % sh ==
+    0) & (v % sw == 0)``, with ``h`` from the program's output row and the tap) and that, false,
+    leave every variable in ``carried`` unchanged (:func:`skips_when_false`: the ``dot`` takes a
+    tile of zeros). The kernel runs the step's loads and ``dot`` under ``if`` them: at stride s a
+    tap meets the output row in one case of s, and the others cost no memory traffic. As for a
+    causal guard, the loaded tiles are taken to be finite (torch's transposed convolution does
+    not multiply the taps the stride skips either)."""
+    values = {a.name.id: a.value for a in assigns}
+    conditions: list[m.Expr] = []
+    for value in [*(a.value for a in assigns), *(v for s in loop.body for v in m.values(s))]:
+        for part in m.subexpressions(value):
+            if isinstance(part, m.Call) and part.func.id == "where" and part.args:
+                cond = part.args[0]
+                if isinstance(cond, m.Ref) and cond.name.id in values:
+                    cond = values[cond.name.id]
+                conditions += _conjuncts(cond)
+    found: dict[tuple[object, ...], m.Expr] = {}
+    for cond in conditions:
+        key = m.expr_key(cond)
+        if key not in found and uniform(cond) and skips_when_false(loop, Guard(key, "", ""), carried, before=assigns):
+            found[key] = cond
+    return list(found.values())
 
 
 def lanes_past_end_are_guarded(loop: m.Loop, guard: Guard, carried: set[str], same_dim: bool) -> bool:

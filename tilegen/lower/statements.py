@@ -31,7 +31,7 @@ class Statements:
         self.state = state
         self.access = access
         self.exprs = exprs
-        self.loops = Loops(state, access, self.statement)
+        self.loops = Loops(state, access, self.statement, exprs)
 
     def statement(self, stmt: m.Stmt) -> list[Op]:
         """The ops of one statement of the body (or of a loop's body), recording in the state the

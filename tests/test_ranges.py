@@ -316,3 +316,16 @@ def test_taps_a_stride_skips_run_nothing(tmp_path, bo, bw, stride):
 ])
 def test_steps_that_may_add_something_are_not_skipped(divides, other):
     assert SKIPPED not in _kernel_source(STRIDED.format(bo=16, bw=16, divides=divides, other=other), "t")
+
+
+def test_a_condition_on_the_loops_own_axis_is_not_one_value_per_step(tmp_path):
+    """``c >= 0`` names the channel tiles' axis: a tile of lanes, kept in the loads' masks, not an
+    ``if``; the taps the stride skips still are."""
+    source = STRIDED.format(bo=16, bw=16, divides="(h % s == 0) & (v % s == 0)", other=0).replace(
+        "where(divides,", "where(divides & (c >= 0),")
+    kernel = _kernel_source(source, "t")
+    assert f"if (h % s) == 0:  # {SKIPPED}" in kernel
+    module = _load(tmp_path, "t", source)
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(1, 19, 3, 5, generator=g), torch.randn(19, 17, 3, 4, generator=g)
+    torch.testing.assert_close(module.t(x, w, 2), F.conv_transpose2d(x, w, stride=2), atol=1e-4, rtol=1e-5)

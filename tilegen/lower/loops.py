@@ -371,7 +371,8 @@ class Loops:
                 body.remove(made)  # no load or store took it (offset loads carry their own bounds)
             state.hoists.pop()
             if condition is not None:  # the step's tiles, loads and dot only where it adds something
-                body[head:] = [IfBlock(condition, "a step where this is false adds nothing: skipped", tuple(body[head:]))]
+                why_not = "a step where this is false adds nothing: skipped"
+                body[head:] = [IfBlock(condition, why_not, tuple(body[head:]))]
             if why:
                 loops.append(Comment(why))
             loops.append(ForLoop(flat, iterable, tuple(body)))

@@ -269,18 +269,23 @@ def step_skips(loop: m.Loop, assigns: tuple[m.Assign, ...], uniform: Callable[[m
     causal guard, the loaded tiles are taken to be finite (torch's transposed convolution does
     not multiply the taps the stride skips either)."""
     values = {a.name.id: a.value for a in assigns}
-    conditions: list[m.Expr] = []
-    for value in [*(a.value for a in assigns), *(v for s in loop.body for v in m.values(s))]:
-        for part in m.subexpressions(value):
-            if isinstance(part, m.Call) and part.func.id == "where" and part.args:
-                cond = part.args[0]
-                if isinstance(cond, m.Ref) and cond.name.id in values:
-                    cond = values[cond.name.id]
-                conditions += _conjuncts(cond)
+    n = loop.axis.name.id
+
+    def conjuncts(cond: m.Expr) -> list[m.Expr]:  # through the assignments: divides -> its conjuncts
+        parts = _conjuncts(cond)
+        return [p for part in parts for p in (conjuncts(values[part.name.id]) if isinstance(part, m.Ref)
+                                              and part.name.id in values else [part])]
+
+    conditions = [c for value in [*(a.value for a in assigns), *(v for s in loop.body for v in m.values(s))]
+                  for part in m.subexpressions(value)
+                  if isinstance(part, m.Call) and part.func.id == "where" and part.args
+                  for c in conjuncts(part.args[0])]
     found: dict[tuple[object, ...], m.Expr] = {}
     for cond in conditions:
         key = m.expr_key(cond)
-        if key not in found and uniform(cond) and skips_when_false(loop, Guard(key, "", ""), carried, before=assigns):
+        own_axis = any(isinstance(p, m.Ref) and p.name.id == n for p in m.subexpressions(cond))
+        if (key not in found and not own_axis and uniform(cond)
+                and skips_when_false(loop, Guard(key, "", ""), carried, before=assigns)):
             found[key] = cond
     return list(found.values())
 

@@ -59,8 +59,8 @@ def check_training(generated, monkeypatch, kernel, leaves, settings, torch_forwa
     """``kernel``'s gradients (x, its weight, and the bias where ``leaves`` holds one) against
     torch autograd's of ``torch_forward`` in float32 from the same values, at its three backward
     kernels' (``<kernel>_backward_dx``, then the weight's, then ``_dbias``) configs ``ends``
-    (indices into :func:`tests.conftest.config_ends`; ``backward_names`` where they are named
-    otherwise); ``settings`` the launcher's scalars after the bias; ``taps`` the products each
+    (indices into :func:`tests.conftest.config_ends`; in the interpreter bf16 at the first alone;
+    ``backward_names`` where they are named otherwise); ``settings`` the launcher's scalars after the bias; ``taps`` the products each
     gradient sums (x, weight, bias), for the tolerance."""
     from tests.conftest import force_config
 
@@ -73,6 +73,8 @@ def check_training(generated, monkeypatch, kernel, leaves, settings, torch_forwa
     weight_grad = "dw" if kernel in ("conv1d", "conv3d") else "dweight"
     names = backward_names or [f"{kernel}_backward_{name}" for name in ("dx", weight_grad, "dbias")]
     backwards = [generated(name) for name in names]
+    if DEVICE == "cpu" and dtype != torch.float32:  # the interpreter runs f32's configs; bf16's rounding at one
+        ends = ends[:1]
     for end in ends:
         for backward in backwards:
             force_config(monkeypatch, backward, config_ends(backward)[end])
@@ -410,12 +412,15 @@ def test_conv3d_implicit_gemm_trains_through_conv3ds_backward(generated, monkeyp
 def test_weight_gradients_sum_every_slice_of_the_samples(generated, samples):
     """The weight gradients run a program per slice of the samples (s, s + 32, ...: at most 32
     slices) and merge the slices' partials: right at no sample (a gradient of zeros), at one, at 32
-    (one sample a slice) and past it (slices of two and three samples, some one short)."""
+    (one sample a slice) and past it (slices of two and three samples, some one short; conv2d's up
+    to two, the same finish kernel as conv1d's)."""
     x, w = randn(samples, 3, 9, seed=7), randn(5, 3, 4, seed=8)
     dy = randn(samples, 5, 6, seed=9)
     leaf = w.clone().requires_grad_()
     want = torch.autograd.grad(F.conv1d(x, leaf, None, 1, 0, 1), leaf, dy)[0] if samples else torch.zeros_like(w)
     close(generated("conv1d_backward_dw").conv1d_backward_dw(x, w, dy), want, torch.float32, max(samples, 1) * 6)
+    if samples > 33:
+        return
     x2, w2 = randn(samples, 3, 5, 6, seed=7), randn(4, 3, 2, 3, seed=8)
     dy2 = randn(samples, 4, 4, 4, seed=9)
     leaf2 = w2.clone().requires_grad_()

@@ -60,8 +60,8 @@ def check_training(generated, monkeypatch, kernel, leaves, settings, torch_forwa
     torch autograd's of ``torch_forward`` in float32 from the same values, at its three backward
     kernels' (``<kernel>_backward_dx``, then the weight's, then ``_dbias``) configs ``ends``
     (indices into :func:`tests.conftest.config_ends`; in the interpreter bf16 at the first alone;
-    ``backward_names`` where they are named otherwise); ``settings`` the launcher's scalars after the bias; ``taps`` the products each
-    gradient sums (x, weight, bias), for the tolerance."""
+    ``backward_names`` where they are named otherwise); ``settings`` the launcher's scalars after
+    the bias; ``taps`` the products each gradient sums (x, weight, bias), for the tolerance."""
     from tests.conftest import force_config
 
     module = generated(kernel)

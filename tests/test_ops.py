@@ -70,7 +70,7 @@ def _fewest_outputs(module, spec, args: list) -> list:
     for position, tensor in enumerate(spec.inputs):
         if tensor.is_scalar and tensor.sample is not None and isinstance(args[position], int):
             ends = [int(n.value) for n in tensor.sample]
-            args[position] = min(ends, key=lambda end: outputs(args[:position] + [end] + args[position + 1:]))
+            args[position] = min(ends, key=lambda end: outputs([*args[:position], end, *args[position + 1:]]))
     return args
 
 

@@ -298,8 +298,7 @@ DEVICE = "cuda" if os.environ.get("TILEGEN_TEST_GPU") == "1" else "cpu"
 TOLERANCE = {"atol": 1e-4, "rtol": 1e-5} if DEVICE == "cpu" else {"atol": 2e-2, "rtol": 1e-3}  # tf32 on a GPU
 
 
-@pytest.mark.parametrize("bo,bw", [(16, 16), (16, 32)])
-@pytest.mark.parametrize("stride", [1, 2, 3])
+@pytest.mark.parametrize("bo,bw,stride", [(16, 16, 1), (16, 16, 2), (16, 16, 3), (16, 32, 2)])
 def test_taps_a_stride_skips_run_nothing(tmp_path, bo, bw, stride):
     """A transposed convolution's taps whose row the stride does not divide (one value per step of
     the taps-and-channels loop) skip the step's loads and dot; the result is torch's."""

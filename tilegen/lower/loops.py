@@ -388,7 +388,6 @@ class Loops:
             preheader.insert(0, Comment(f"tiles that do not change with {k}: loaded once, before the loop"))
         return [*(state.comment(t.span) for t in taps), state.comment(loop.span), *preheader, *loops]
 
-
     def live_step(self, loop: m.Loop, assigns: tuple[m.Assign, ...], carried: set[str]) -> str | None:
         """The condition (kernel text) under which a step of the loop over taps and tiles of
         ``loop`` changes something (:func:`tilegen.lower.ranges.step_skips`), once ``assigns``

@@ -26,7 +26,7 @@ Plain functions of the model; :meth:`tilegen.lower.loops.Loops.tile_loop` uses t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -64,18 +64,15 @@ def _comparisons(loop: m.Loop, conjuncts: bool) -> Iterator[Guard]:
     (``n <= m``, ``e > n``), as :class:`Guard` with the loop's axis on the left; with
     ``conjuncts``, each comparison of an ``&`` too (``(n <= m) & (m < e)``)."""
     n = loop.axis.name.id
-    for stmt in loop.body:
-        for part in (p for value in m.values(stmt) for p in m.subexpressions(value)):
-            if not (isinstance(part, m.Call) and part.func.id == "where" and part.args):
+    for condition in _where_conditions(v for stmt in loop.body for v in m.values(stmt)):
+        for cond in _conjuncts(condition) if conjuncts else [condition]:
+            if not (isinstance(cond, m.BinOp) and isinstance(cond.left, m.Ref) and isinstance(cond.right, m.Ref)):
                 continue
-            for cond in _conjuncts(part.args[0]) if conjuncts else [part.args[0]]:
-                if not (isinstance(cond, m.BinOp) and isinstance(cond.left, m.Ref) and isinstance(cond.right, m.Ref)):
-                    continue
-                left, right, op = cond.left.name.id, cond.right.name.id, cond.op
-                if right == n and left != n:
-                    left, right, op = right, left, _FLIPPED.get(op, op)
-                if left == n and op in _FLIPPED:
-                    yield Guard(m.expr_key(cond), op, right)
+            left, right, op = cond.left.name.id, cond.right.name.id, cond.op
+            if right == n and left != n:
+                left, right, op = right, left, _FLIPPED.get(op, op)
+            if left == n and op in _FLIPPED:
+                yield Guard(m.expr_key(cond), op, right)
 
 
 @dataclass(frozen=True)
@@ -153,6 +150,14 @@ def second_guard(loop: m.Loop, tile_axes: set[str], first: Guard, carried: set[s
     return next((guard for guard in _comparisons(loop, conjuncts=False)
                  if guard.axis in tile_axes and guard.axis != loop.axis.name.id and guard.key != first.key
                  and from_below(guard) != from_below(first) and skips_when_false(loop, guard, carried)), None)
+
+
+def _where_conditions(values: Iterable[m.Expr]) -> Iterator[m.Expr]:
+    """The condition of each ``where`` in ``values`` and their subexpressions, in order."""
+    for value in values:
+        for part in m.subexpressions(value):
+            if isinstance(part, m.Call) and part.func.id == "where" and part.args:
+                yield part.args[0]
 
 
 def _conjuncts(cond: m.Expr) -> list[m.Expr]:
@@ -268,18 +273,16 @@ def step_skips(loop: m.Loop, assigns: tuple[m.Assign, ...], uniform: Callable[[m
     tap meets the output row in one case of s, and the others cost no memory traffic. As for a
     causal guard, the loaded tiles are taken to be finite (torch's transposed convolution does
     not multiply the taps the stride skips either)."""
-    values = {a.name.id: a.value for a in assigns}
+    defined = {a.name.id: a.value for a in assigns}
     n = loop.axis.name.id
 
     def conjuncts(cond: m.Expr) -> list[m.Expr]:  # through the assignments: divides -> its conjuncts
         parts = _conjuncts(cond)
-        return [p for part in parts for p in (conjuncts(values[part.name.id]) if isinstance(part, m.Ref)
-                                              and part.name.id in values else [part])]
+        return [p for part in parts for p in (conjuncts(defined[part.name.id]) if isinstance(part, m.Ref)
+                                              and part.name.id in defined else [part])]
 
-    conditions = [c for value in [*(a.value for a in assigns), *(v for s in loop.body for v in m.values(s))]
-                  for part in m.subexpressions(value)
-                  if isinstance(part, m.Call) and part.func.id == "where" and part.args
-                  for c in conjuncts(part.args[0])]
+    values = [*(a.value for a in assigns), *(v for s in loop.body for v in m.values(s))]
+    conditions = [c for condition in _where_conditions(values) for c in conjuncts(condition)]
     found: dict[tuple[object, ...], m.Expr] = {}
     for cond in conditions:
         key = m.expr_key(cond)

@@ -277,3 +277,23 @@ def test_token_scaling_weighs_each_row_by_its_targets_probability(reduction, ce_
         unscaled = linear_cross_entropy(h, w, target, b, reduction="sum", ce_weight=weights, label_smoothing=0.1,
                                         softcap=5.0, lse_square_scale=1e-3)
         assert got.loss < unscaled
+
+
+@pytest.mark.parametrize(("reduction", "chunk_rows", "accum_dtype"),
+                         [("mean", None, None), ("mean", 4, torch.float64), ("none", 4, None)])
+def test_a_transposed_weights_gradient_comes_in_its_memory_order(reduction, chunk_rows, accum_dtype):
+    """A [H, V] head passed as head.T (a column-major [V, H] weight) gets its gradient laid out as
+    the weight is (strides (1, V)), so none is copied to transpose it; the values are torch's."""
+    h, w, _, target = _inputs(21, 16, 37)
+    head = w.T.contiguous().requires_grad_()  # [H, V], row-major
+    mine = linear_cross_entropy(h, head.T, target, reduction=reduction, chunk_rows=chunk_rows,
+                                accum_dtype=accum_dtype)
+    theirs = F.cross_entropy(h @ head, target, reduction=reduction)
+    torch.testing.assert_close(mine, theirs)
+    row_grad = torch.randn(theirs.shape, generator=torch.Generator().manual_seed(3))
+    view = head.T  # the weight as the loss sees it: a non-leaf, so grad returns what the loss gave
+    (got,) = torch.autograd.grad(linear_cross_entropy(h, view, target, reduction=reduction, chunk_rows=chunk_rows,
+                                                      accum_dtype=accum_dtype), view, row_grad)
+    (want,) = torch.autograd.grad(theirs, head, row_grad)
+    assert got.stride() == view.stride()
+    torch.testing.assert_close(got, want.T)

@@ -96,6 +96,15 @@ def _target_probability(logits: torch.Tensor, target: torch.Tensor, lse: torch.T
     return torch.where(kept, torch.exp(z - lse), 0.0)
 
 
+def _weight_product(dlogits: torch.Tensor, h: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``dlogits.T @ h`` ([V, H]: a chunk's term of the weight's gradient) in the weight's memory
+    order: for a weight passed transposed (a [H, V] head as ``head.T``) the product is made as
+    ``(h.T @ dlogits).T``, so that its gradient reaches the parameter without a transposing copy."""
+    if weight.stride(0) == 1 and weight.stride(1) != 1:  # column-major: the transpose of a row-major [H, V]
+        return (h.T @ dlogits).T
+    return dlogits.T @ h
+
+
 def _logits(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """``h @ weight.T + bias``: a chunk's logits, one cuBLAS matmul."""
     return h @ weight.T if bias is None else torch.addmm(bias, h, weight.T)
@@ -167,10 +176,10 @@ class _LinearCrossEntropy(torch.autograd.Function):
             if dh is not None:
                 torch.mm(dlogits, weight, out=dh[rows])
             if want_w and accumulate is not None:  # each chunk's product added up in accum_dtype
-                product = (dlogits.T @ h_c).to(accumulate)
+                product = _weight_product(dlogits, h_c, weight).to(accumulate)
                 dw = product if dw is None else dw.add_(product)
             elif want_w:  # accumulated in the weight's dtype, as Liger-Kernel does by default
-                dw = dlogits.T @ h_c if dw is None else dw.addmm_(dlogits.T, h_c)
+                dw = _weight_product(dlogits, h_c, weight) if dw is None else dw.addmm_(dlogits.T, h_c)
             if db is not None:
                 db += dlogits.sum(0, dtype=torch.float32)
         if want_w and dw is None:  # no rows: no chunk
@@ -237,7 +246,7 @@ class _LinearCrossEntropyRows(torch.autograd.Function):
         want_h, want_w, want_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[3]
         accumulate = ctx.accum_dtype if ctx.accum_dtype not in (None, weight.dtype) else weight.dtype
         dh = torch.empty_like(h) if want_h else None
-        dw = torch.zeros(weight.shape, device=weight.device, dtype=accumulate) if want_w else None
+        dw = torch.zeros_like(weight, dtype=accumulate) if want_w else None  # in the weight's memory order
         db = torch.zeros(weight.shape[0], device=h.device, dtype=torch.float32) if want_b else None
         dloss = dloss.float().contiguous()
         if scales.numel():  # token scaling: the loss of a row is its cross-entropy times a constant
@@ -250,7 +259,7 @@ class _LinearCrossEntropyRows(torch.autograd.Function):
             if dh is not None:
                 dh[rows] = dlogits @ weight
             if dw is not None:
-                dw += (dlogits.T @ h[rows]).to(dw.dtype)
+                dw += _weight_product(dlogits, h[rows], weight).to(dw.dtype)
             if db is not None:
                 db += dlogits.sum(0, dtype=torch.float32)
         dw = None if dw is None else dw.to(weight.dtype)

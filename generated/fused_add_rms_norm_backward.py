@@ -43,12 +43,12 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_f75a265120f8f999"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_0f54db7f9c26799f"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device, _is_compiling, _grad_enabled, _num_sms = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.num_sms
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -192,7 +192,7 @@ def _fused_add_rms_norm_backward_plan(dy: torch.Tensor, ds: torch.Tensor, weight
     dweight = torch.empty(N, device=device, dtype=T)
     BLOCK_N = 1 << (int(N) - 1).bit_length()
     int64 = _rt.wide_offsets((dy, ds, weight, s), (dx, dresidual, dweight)) or ((M + 1 - 1) // 1) * N >= 2**31
-    NUM_SMS = _num_sms(device)
+    NUM_SMS = _rt.row_programs(device, BLOCK_N)  # the row grid's programs: up to 4 per SM
     return _rt.Planned(
         _fused_add_rms_norm_backward_launch, device, (dx, dresidual, dweight), M == 0 or N == 0, lambda meta: (min(NUM_SMS, (M + meta["BM"] - 1) // meta["BM"]), 1, 1),
         (dy, ds, weight, s, dx, dresidual, dweight, M, N, eps, offset, *dy.stride(), *ds.stride(), *weight.stride(), *s.stride(), N, 1, N, 1, 1),

@@ -19,6 +19,7 @@ from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
 from tilegen.parser import parse
 from tilegen.runner import load_module
+from tilegen.runtime import num_sms, row_programs
 
 
 def _randn(*shape, seed=0, dtype=torch.float32):
@@ -292,17 +293,19 @@ kernel walked
 """
 
 
-@pytest.mark.parametrize(("m", "bm"), [(1, 1), (7, 1), (37, 2), (64, 4), (9, 16)])
-def test_a_persistent_grid_walks_the_row_tiles_carrying_its_partials(compiled, m, bm):
-    """``grid persistent r over M by BM, c over N whole``: at most one program per SM (4 in the
-    interpreter) walks the row tiles, carrying each reduction's partial over them (a sum, a max,
-    a mean over every element), and stores one partial a program: the rows a program walks (37
-    rows of 2: 19 tiles over 4 programs, a tail tile) and those it does not (9 rows in one tile of
-    16) give the reference's dx, dw, top and total."""
+@pytest.mark.parametrize(("m", "bm", "n"), [(1, 1, 19), (7, 1, 19), (37, 2, 19), (101, 1, 19), (64, 4, 19),
+                                         (9, 16, 19), (37, 2, 2100)])
+def test_a_persistent_grid_walks_the_row_tiles_carrying_its_partials(compiled, m, bm, n):
+    """``grid persistent r over M by BM, c over N whole``: at most NUM_SMS programs (4 per SM at
+    rows of 19, 16 in the interpreter's 4 SMs; one per SM at rows of 2100) walk the row tiles,
+    carrying each reduction's partial over them (a sum, a max, a mean over every element), and
+    store one partial a program: the rows a program walks (101 tiles over 16 programs; 19 tiles of
+    2100 over 4, a tail tile) and those it does not (9 rows in one tile of 16) give the
+    reference's dx, dw, top and total."""
     module = compiled(PERSISTENT)
     g = torch.Generator().manual_seed(m * bm)
-    dy, x = torch.randn(m, 19, generator=g), torch.randn(m, 19, generator=g)
-    w = torch.randn(19, generator=g)
+    dy, x = torch.randn(m, n, generator=g), torch.randn(m, n, generator=g)
+    w = torch.randn(n, generator=g)
     got = module.walked(dy, x, w, BM=bm)
     want = module.reference(dy, x, w)
     for name, ours, theirs in zip(("dx", "dw", "top", "total"), got, want, strict=True):
@@ -323,6 +326,15 @@ def test_the_generated_persistent_grid_stores_one_partial_a_program():
     assert 'top_partials_carried = tl.full([BLOCK_N], float("-inf"), tl.float32)' in before
     assert "tl.store(dw_partials_ptr + start_pid * N + offs_c" in loop.split("\n\n\n")[0]
     assert "_rt.Finish(dw, 1, N, lambda meta: min(NUM_SMS, ((M + BM - 1) // BM)), " in source
+    assert "NUM_SMS = _rt.row_programs(device, BLOCK_N)" in source
+
+
+@pytest.mark.parametrize(("row_tile", "per_sm"), [(1, 4), (32, 4), (512, 4), (1024, 2), (2048, 1), (65536, 1)])
+def test_a_row_grid_runs_up_to_four_programs_per_sm_where_rows_are_narrow(row_tile, per_sm):
+    """row_programs: 2048 // the row's tile programs per SM, at least 1 and at most 4 (the
+    interpreter counts 4 SMs)."""
+    cpu = torch.device("cpu")
+    assert row_programs(cpu, row_tile) == per_sm * num_sms(cpu) == per_sm * 4
 
 
 PIPELINED = PERSISTENT.replace("kernel walked", "kernel piped").replace("  block BM = 2\n", """\

@@ -903,6 +903,17 @@ def num_sms(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
+def row_programs(device: torch.device, row_tile: int) -> int:
+    """The programs of a persistent row grid (``grid persistent r over M by BM, c over N whole``)
+    whose row tile holds ``row_tile`` elements (the whole axes' blocks, powers of two): one per SM
+    (:func:`num_sms`) from 2048 elements up, 2048 // ``row_tile`` per SM below that, at most 4.
+    A program over narrow rows holds few registers and waits on each row's loads in turn, so
+    several on one SM hide each other's latency, as Triton's tutorial 02 sizes its grid by the
+    SM's occupancy. On an H200 at 8192 x 384 bf16 rms_norm_backward went 26.6 -> 20.3 us at its best
+    config, 16384 x 1024 57.7 -> 39.7 us; from 2048 elements on, one program per SM was fastest."""
+    return num_sms(device) * max(1, min(4, 2048 // max(1, row_tile)))
+
+
 @functools.cache
 def has_tma(device: torch.device) -> bool:
     """Whether kernels on ``device`` can use TMA tensor descriptors: a Triton that has them, and

@@ -15,7 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from tilegen import model as m
-from tilegen.lower.arguments import Arguments, lower_arguments
+from tilegen.lower.arguments import Arguments, lower_arguments, row_grid
 from tilegen.lower.autograd import autograd_apply
 from tilegen.lower.checked import default_of
 from tilegen.lower.fast import FastPath, lower_fast_path
@@ -416,7 +416,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         outputs=tuple((t.name.id, tuple_text(_dims(t)), torch_dtype(t.dtype)) for t in spec.outputs),
         body=tuple(body),
         tuned=spec.tune is not None,
-        num_sms=spec.persistent or bool(spec.split_tail),
+        num_sms=(spec.persistent and not row_grid(spec, kernel)) or bool(spec.split_tail),
         descriptors=spec.access_style == "descriptor",
         block_pointers=spec.access_style == "block_ptr",
         blocks=any(a.block is not None and a.block.id not in tuned for a in spec.axes()),

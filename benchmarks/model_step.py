@@ -1,8 +1,10 @@
-"""A training step of benchmarks/decoder.py's model on the GPU: torch eager, torch.compile and
-tilegen's kernels (eager, and under torch.compile), every column in one process.
+"""A training step of benchmarks/decoder.py's model on the GPU, torch's ops and tilegen's kernels
+each eager, under torch.compile and under its ``mode="reduce-overhead"`` (CUDA graphs), every
+column in one process.
 
-``python benchmarks/model_step.py [OUT_DIR] [STEPS]`` (default ``benchmarks/results``, 20)
-writes ``model_step_<device>.csv`` and prints it. A step is the loss's forward, its backward and
+``python benchmarks/model_step.py [OUT_DIR] [STEPS] [MODELS]`` (default ``benchmarks/results``,
+20, every model; ``MODELS`` a comma list such as ``small``) writes ``model_step_<device>.csv`` and
+prints it. A step is the loss's forward, its backward and
 an AdamW update, from float32 parameters computing in bfloat16 (``decoder.Config.compute``),
 synchronized, wall clock: what a training loop sees. ``first_ms`` is the first step in this
 process (torch.compile's compile, tilegen's tuning of new shapes); ``step_ms`` the median of the
@@ -58,11 +60,12 @@ def _steps(loss_fn, config: decoder.Config, batch: int, steps: int) -> tuple[flo
     return times[0], statistics.median(times[4:]), peak
 
 
-def main(out: Path, steps: int) -> None:
+def main(out: Path, steps: int, models: list[str]) -> None:
     device = torch.cuda.get_device_name()
     print(f"# {device}, torch {torch.__version__}, Triton {triton.__version__}")
     rows = []
-    for model, (config, batch) in MODELS.items():
+    for model in models:
+        config, batch = MODELS[model]
         tables = decoder.rope_tables(config, "cuda")
         ways = {}
         for name, ops in (("torch", decoder.TORCH), ("tilegen", decoder.tilegen_ops())):
@@ -70,6 +73,7 @@ def main(out: Path, steps: int) -> None:
                 return decoder.loss(ops, params, idx, target, config, tables)
             ways[f"{name} eager"] = eager
             ways[f"{name} torch.compile"] = torch.compile(eager)
+            ways[f"{name} reduce-overhead"] = torch.compile(eager, mode="reduce-overhead")  # CUDA graphs
         results = {}
         for way, fn in ways.items():
             try:
@@ -95,4 +99,5 @@ def main(out: Path, steps: int) -> None:
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent / "results",
-         int(sys.argv[2]) if len(sys.argv) > 2 else 20)
+         int(sys.argv[2]) if len(sys.argv) > 2 else 20,
+         sys.argv[3].split(",") if len(sys.argv) > 3 else list(MODELS))

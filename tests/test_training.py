@@ -7,12 +7,15 @@ eager, from the same initial weights on the same batches; a training step compil
 
 import dataclasses
 import importlib.util
+import os
 import sys
 
 import pytest
 import torch
 
 from tests.conftest import ROOT
+
+GPU = os.environ.get("TILEGEN_TEST_GPU") == "1" and torch.cuda.is_available()
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +73,28 @@ def test_mixed_precision_gives_float32_weight_gradients(decoder, tiny):
         got = grads["tilegen"][name]
         assert got.dtype == torch.float32, name
         assert (got - want).norm() <= 2e-2 * want.norm(), name
+
+
+@pytest.mark.skipif(not GPU, reason="a GPU test: TILEGEN_TEST_GPU=1 on a machine with CUDA (CUDA graphs, Inductor)")
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead", "max-autotune-no-cudagraphs"])
+def test_torch_compiles_the_training_step_in_every_mode(decoder, mode):
+    """``torch.compile(mode=...)`` with Inductor over the decoder's loss through tilegen's ops on
+    the GPU: the loss and every gradient of three steps (CUDA graphs record at the first calls and
+    replay after) are those of the same ops run eagerly, in bf16 compute from float32 parameters."""
+    cfg = decoder.Config(vocab=256, dim=64, heads=2, layers=2, hidden=160, context=64, compute="bfloat16")
+    ops, tables = decoder.tilegen_ops(), decoder.rope_tables(cfg, "cuda")
+    torch._dynamo.reset()
+    step = torch.compile(lambda p, i, t: decoder.loss(ops, p, i, t, cfg, tables), mode=mode, fullgraph=True)
+    batches = decoder.batches(decoder.corpus(limit=20000), cfg, batch=4, steps=3, seed=3)
+    for n, (idx, target) in enumerate(batches):
+        idx, target = idx.cuda(), target.cuda()
+        params = decoder.init_params(cfg, seed=n, device="cuda")
+        theirs = {k: v.detach().clone().requires_grad_() for k, v in params.items()}
+        want = decoder.loss(ops, theirs, idx, target, cfg, tables)
+        want.backward()
+        got = step(params, idx, target)
+        got.backward()
+        torch.testing.assert_close(got.detach().clone(), want.detach(), rtol=2e-3, atol=2e-3)
+        for name, value in params.items():
+            scale = theirs[name].grad.abs().max().item()
+            torch.testing.assert_close(value.grad, theirs[name].grad, rtol=0, atol=2e-2 * scale + 1e-6, msg=name)

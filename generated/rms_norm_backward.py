@@ -133,7 +133,7 @@ def rms_norm_backward_finish_kernel(
 _SHIPPED = {  # configs tuned ahead of time (rms_norm_backward.tuned.json): "<arch>|<sizes>" -> config
     "sm_90|1024,torch.bfloat16": {"BM": 4, "num_stages": 2, "num_warps": 4},
     "sm_90|2048,torch.bfloat16": {"BM": 4, "num_stages": 3, "num_warps": 8},
-    "sm_90|384,torch.bfloat16": {"BM": 4, "num_stages": 2, "num_warps": 4},
+    "sm_90|384,torch.bfloat16": {"BM": 1, "num_warps": 4},
     "sm_90|4096,torch.bfloat16": {"BM": 2, "num_stages": 3, "num_warps": 8},
     "sm_90|8192,torch.bfloat16": {"BM": 2, "num_stages": 3, "num_warps": 8},
 }

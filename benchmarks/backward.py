@@ -13,7 +13,8 @@ to None each call; median of 5 interleaved rounds) and replayed in a CUDA graph
 against cuBLAS (``OUT_DIR/matmul_backward.csv``); ``python benchmarks/backward.py plot CSV`` draws a
 backward.csv's ratios beside it (``.png``).
 Shapes are Llama-3-8B's: 4096 tokens of hidden 4096 (norms, softmax rows; the ``_16384`` rows: four
-sequences of 4096 tokens, where the step's kernels outlast its host work), MLP width 14336
+sequences of 4096 tokens, where the step's kernels outlast its host work; the ``_<m>x<n>`` norms,
+bf16 rows of a small model's widths), MLP width 14336
 (SwiGLU, GeGLU), 32 query and 8 key heads of 128 (rope), a vocabulary of 128256 (cross-entropy:
 f32, bf16 logits against torch on ``logits.float()``, and with ignore_index and label smoothing; fused
 with the head's matmul over 8192 tokens of hidden 4096, ``linear_cross_entropy``), and the generalized
@@ -74,11 +75,11 @@ def _cases():
     def rows(m, n, dtype):
         return lambda: (torch.randn(m, n, device="cuda", dtype=dtype),)
 
-    def norm(m, n, bias):
+    def norm(m, n, bias, dtype=torch.float16):
         def make():
-            x = torch.randn(m, n, device="cuda", dtype=torch.float16)
-            w = (1 + torch.randn(n, device="cuda") / 4).half()
-            return (x, w, (torch.randn(n, device="cuda") / 4).half()) if bias else (x, w)
+            x = torch.randn(m, n, device="cuda", dtype=dtype)
+            w = (1 + torch.randn(n, device="cuda") / 4).to(dtype)
+            return (x, w, (torch.randn(n, device="cuda") / 4).to(dtype)) if bias else (x, w)
         return make
 
     def pair(m, n):
@@ -195,6 +196,17 @@ def _cases():
                                     lambda x, w, b: F.layer_norm(x, (x.shape[1],), w, b, 1e-5)),
         }
 
+    def narrow_norms():
+        """rms_norm and layer_norm in bf16 over rows narrower than 2048 (a small model's 384, 768 and
+        1024), where their backwards' persistent grids run several programs per SM."""
+        return {f"{name}_{m}x{n}": ("bf16", (m, n), norm(m, n, name == "layer_norm", torch.bfloat16), ours, theirs)
+                for m, n in ((8192, 384), (32768, 768), (16384, 1024))
+                for name, ours, theirs in (
+                    ("rms_norm", lambda x, w: rms.rms_norm(x, w, 1e-6),
+                     lambda x, w: F.rms_norm(x, (x.shape[1],), w, 1e-6)),
+                    ("layer_norm", lambda x, w, b: layer.layer_norm(x, w, b, 1e-5)[0],
+                     lambda x, w, b: F.layer_norm(x, (x.shape[1],), w, b, 1e-5)))}
+
     return {
         "cross_entropy": ("f32", (4096, 128256), classes(4096, 128256),
                           lambda x, t: entropy.cross_entropy(x, t)[0],
@@ -235,6 +247,7 @@ def _cases():
         # four sequences of 4096 tokens: the steps where the GPU, not the host, is the bound (at 4096
         # x 4096 a step's kernels take 0.07-0.12 ms, about what either side's host spends on it)
         **row_ops(16384, "_16384"),
+        **narrow_norms(),
         **attention,
         **products,
         **convolutions("f32", torch.float32),

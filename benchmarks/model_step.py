@@ -10,8 +10,9 @@ synchronized, wall clock: what a training loop sees. ``first_ms`` is the first s
 process (torch.compile's compile, tilegen's tuning of new shapes); ``step_ms`` the median of the
 ``STEPS`` after three more; ``peak_mib`` the peak of ``torch.cuda.max_memory_allocated`` over the
 steps; ``vs_eager`` and ``vs_compile`` torch eager's and torch.compile's median step over this
-column's (above 1: faster than them). Models: the repository's small one (vocabulary 256) and a
-Llama-like one (vocabulary 32000, width 2048, 2 layers, 4 x 2048 tokens).
+column's (above 1: faster than them). Models: the repository's small one (vocabulary 256), a
+medium one (width 1024, 4 layers, 8 x 1024 tokens) and a Llama-like one (vocabulary 32000, width
+2048, 2 layers, 4 x 2048 tokens).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import decoder
 
 MODELS = {
     "small": (decoder.Config(vocab=256, dim=384, heads=6, layers=4, hidden=1024, context=256, compute="bfloat16"), 32),
+    "medium": (decoder.Config(vocab=256, dim=1024, heads=16, layers=4, hidden=2816, context=1024,
+                              compute="bfloat16"), 8),
     "llama_like": (decoder.Config(vocab=32000, dim=2048, heads=16, layers=2, hidden=5632, context=2048,
                                   compute="bfloat16"), 4),
 }

@@ -911,7 +911,7 @@ def row_programs(device: torch.device, row_tile: int) -> int:
     several on one SM hide each other's latency, as Triton's tutorial 02 sizes its grid by the
     SM's occupancy; from 2048 elements on, one program per SM keeps the fewest partials and was
     the fastest for the norm backwards (1, 2, 4 and 8 per SM timed, every config at each)."""
-    return num_sms(device) * max(1, min(4, 2048 // max(1, row_tile)))
+    return num_sms(device) * max(1, min(4, 2048 // row_tile))
 
 
 @functools.cache

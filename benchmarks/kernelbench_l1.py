@@ -18,7 +18,8 @@ so a compile in progress finishes first), is reported on stderr and the run goes
 tilegen function and torch's expression, each timed eager (launches back to back,
 ``triton.testing.do_bench``, L2 flushed, median of 5 interleaved rounds) and in a CUDA graph
 (``do_bench_cudagraph``); the copy roof (``copy_`` of the input's bytes, eager); tilegen's first
-call in this process (autotuning and compiling included), its max error against torch and, where
+call in this process (autotuning and compiling included), its max error against torch, whether it
+passes the suite's check (``within_tolerance``: ``torch.allclose`` at atol = rtol = 1e-2) and, where
 torch counts them (matmuls, convolutions), the FLOPs and each side's TFLOP/s. Ratios are torch's
 time over tilegen's (above 1: tilegen faster).
 ``python benchmarks/kernelbench_l1.py --plot CSV`` draws a CSV's eager and graphed ratios as bars
@@ -51,6 +52,8 @@ from benchmarks.kernelbench_problems import RUNS, Run, problem  # noqa: E402
 from tilegen.runner import load_module  # noqa: E402
 
 ROUNDS = 5
+#: KernelBench's tolerance for fp32 problems: atol = rtol = 1e-2 (its ``torch.allclose`` check).
+TOLERANCE = 1e-2
 
 #: The seconds one case may take (its first call's tuning and compiling included) before the run
 #: moves on to the next: one slow case must not take a device call's whole time.
@@ -152,6 +155,8 @@ def case(which: Case, xs: tuple) -> dict:
     ours, y, first = first_call(kernel, xs, which.launch)
     want = reference(*xs)
     error = (y.double() - want.double()).abs().nan_to_num(0.0).max().item()
+    # the suite's check: torch.allclose(y, want, atol=1e-2, rtol=1e-2), NaN where torch has NaN
+    right = torch.isclose(y.float(), want.float(), rtol=TOLERANCE, atol=TOLERANCE, equal_nan=True).all().item()
     tensors = [x for x in xs if isinstance(x, torch.Tensor)]  # not a scalar input (eps)
     outs = [torch.empty_like(x) for x in tensors]
 
@@ -175,6 +180,7 @@ def case(which: Case, xs: tuple) -> dict:
         "copy_TBps": 2 * read / eager["copy"] / 1e9,
         "first_call_s": first, "max_error": error, "GFLOP": count / 1e9,
         "tilegen_TFLOPs": count / eager["tilegen"] / 1e9, "torch_TFLOPs": count / eager["torch"] / 1e9,
+        "within_tolerance": right,
     }
 
 

@@ -125,12 +125,13 @@ def lower_arguments(spec: m.Spec, full: m.Spec, kernel: KernelPlan, fallback: st
     if kernel.folded:  # CUDA launches at most 65535 programs along program ids 1 and 2
         flags.append(Line(f"folded = {fold_condition(spec)}  # then all along program id 0"))
         meta += ("FOLDED_GRID=folded",)
-    if row_grid(spec, kernel):  # rows: several programs per SM where narrow
-        row_tile = " * ".join(block for _, block in kernel.whole_blocks)
-        flags.append(Line(f"NUM_SMS = _rt.row_programs(device, {row_tile})  # the row grid's programs: up to 4 per SM"))
-    elif spec.persistent or spec.split_tail:
-        flags.append(Line("NUM_SMS = _num_sms(device)"))
     if spec.persistent or spec.split_tail:
+        if row_grid(spec, kernel):  # rows: several programs per SM where narrow
+            row_tile = " * ".join(block for _, block in kernel.whole_blocks)
+            note = "# the row grid's programs: up to 4 per SM"
+            flags.append(Line(f"NUM_SMS = _rt.row_programs(device, {row_tile})  {note}"))
+        else:
+            flags.append(Line("NUM_SMS = _num_sms(device)"))
         meta += ("NUM_SMS=NUM_SMS",)
     if kernel.split is not None:  # the f32 workspace of a split loop's partial sums
         groups[0] = (*groups[0], "partials")

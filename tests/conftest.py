@@ -16,71 +16,9 @@ import os
 
 if os.environ.get("TILEGEN_TEST_GPU") != "1":
     os.environ["TRITON_INTERPRET"] = "1"
-    import dataclasses
+    from tilegen.interpreter import speed_up
 
-    from triton.runtime import interpreter
-
-    # The interpreter checks every 32-bit integer add, sub and mul for overflow by computing it again in
-    # int64 and comparing with the bounds, then drops the result: its device_assert asserts only in debug
-    # mode, which the interpreter never turns on. Skipping that dead work changes no result (a third of
-    # the time of a kernel of index arithmetic, a pooling window's).
-    builder = getattr(interpreter, "interpreter_builder", None)  # Triton 3.6 and 3.9 have one
-    if builder is not None and hasattr(getattr(builder, "options", None), "sanitize_overflow"):
-        builder.options = dataclasses.replace(builder.options, sanitize_overflow=False)
-
-    def _patch_lang_once(patch_lang):
-        """The interpreter's ``_patch_lang`` that patches ``triton.language`` only where it is not
-        patched already. The interpreter patches the language (every builtin of ``tl``, ``tl.core``,
-        ``tl.math`` and ``tl.tensor``, found by ``inspect.getmembers``) when a kernel starts, and
-        again at every call of a ``@triton.jit`` function inside it (a reduction's combine function,
-        ``_rt.amax``), with the same values: about 1.7 ms a call, a third of the suite's time in the
-        interpreter. A module counts as patched while its ``program_id`` is the one the last patch
-        set (a kernel's end restores the original); an already patched call gets an empty scope."""
-        import inspect
-
-        import triton.language as tl
-
-        marks: dict[int, object] = {}
-        seen: dict[object, list] = {}  # function -> the language modules among its globals
-
-        def patched(fn):
-            langs = seen.get(fn)
-            if langs is None:
-                langs = seen[fn] = [v for v in fn.__globals__.values() if inspect.ismodule(v) and v in (tl, tl.core)]
-            if langs and all(getattr(lang, "program_id", None) is marks.get(id(lang)) for lang in langs):
-                return interpreter._LangPatchScope()
-            scope = patch_lang(fn)
-            marks.update((id(lang), lang.program_id) for lang in langs)
-            return scope
-
-        return patched
-
-    if callable(getattr(interpreter, "_patch_lang", None)) and hasattr(interpreter, "_LangPatchScope"):  # 3.9
-        interpreter._patch_lang = _patch_lang_once(interpreter._patch_lang)
-
-    def _np_dtype_cached(np_dtype):
-        """The interpreter's ``_get_np_dtype`` (a Triton dtype's numpy dtype) remembered per element
-        dtype: it builds its table of 19 numpy dtypes at every call, about 27 us, and the
-        interpreter calls it at every splat, cast and load (8% of its time). A block's numpy dtype
-        is its element's; dtypes are equal (and hash) by name."""
-        import triton.language as tl
-
-        known: dict[object, object] = {}
-
-        def cached(dtype):
-            element = dtype.element_ty if isinstance(dtype, tl.block_type) else dtype
-            try:
-                return known[element]
-            except KeyError:
-                made = known[element] = np_dtype(element)
-                return made
-            except TypeError:  # not hashable
-                return np_dtype(dtype)
-
-        return cached
-
-    if callable(getattr(interpreter, "_get_np_dtype", None)):
-        interpreter._get_np_dtype = _np_dtype_cached(interpreter._get_np_dtype)
+    speed_up()  # skips work Triton's interpreter drops or repeats (tilegen/interpreter.py)
 
 from pathlib import Path
 

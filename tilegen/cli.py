@@ -231,6 +231,10 @@ def _run_spec(spec_file: SpecFile, module_dir: Path, sizes: dict[str, int], prog
     whose module is in ``module_dir``, against its reference: the rows."""
     from tilegen import runner
 
+    if runner.interpreted():  # this process (a demo worker too) skips work Triton's interpreter repeats
+        from tilegen.interpreter import speed_up
+
+        speed_up()
     spec = check_file(spec_file) if derived is None else check_model(parse(derived, spec_file.display))
     module_path = module_dir / f"{spec.name.id}.py"
     module = runner.load_module(module_path)

@@ -1,0 +1,95 @@
+"""tilegen/interpreter.py: the patches of Triton's interpreter that tilegen's processes (and these
+tests, through tests/conftest.py) run under change no result and skip the repeated work."""
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+from triton.runtime import interpreter
+
+from tilegen.interpreter import _np_dtype_cached, _patch_lang_once, speed_up
+
+PROGRAM_ID = tl.program_id  # the builtin, between launches
+
+
+def test_speed_up_patches_once():
+    speed_up()  # conftest has already called it
+    patch_lang, np_dtype = interpreter._patch_lang, interpreter._get_np_dtype
+    speed_up()
+    assert (interpreter._patch_lang, interpreter._get_np_dtype) == (patch_lang, np_dtype)
+
+
+def test_the_language_is_patched_once_a_kernel_and_again_after_its_restore(monkeypatch):
+    original = tl.program_id
+    patches = []
+
+    class Scope:
+        def restore(self):
+            tl.program_id = original
+
+    def patch(fn):  # as the interpreter's: the builtins replaced by new functions
+        patches.append(fn)
+        monkeypatch.setattr(tl, "program_id", lambda *args: 0)
+        return Scope()
+
+    def kernel():  # a function whose globals hold triton.language, as a @triton.jit one's do
+        return tl
+
+    class Empty:
+        def restore(self):
+            pass
+
+    patched = _patch_lang_once(patch, Empty)
+    scope = patched(kernel)  # a kernel starts
+    assert isinstance(scope, Scope)
+    for _ in range(3):  # @triton.jit calls inside it: the language is patched already
+        assert isinstance(patched(kernel), Empty)
+    assert len(patches) == 1
+    scope.restore()  # the kernel ends
+    assert tl.program_id is original
+    patched(kernel)  # the next kernel patches again
+    assert len(patches) == 2
+
+
+def test_numpy_dtypes_are_the_interpreters():
+    original = _get_original_np_dtype()
+    cached = _np_dtype_cached(original)
+    dtypes = [tl.float32, tl.float16, tl.bfloat16, tl.int1, tl.int8, tl.int32, tl.int64, tl.uint64,
+              tl.float8e4nv, tl.float8e5, tl.pointer_type(tl.float32),
+              tl.block_type(tl.float16, [4, 8]), tl.block_type(tl.pointer_type(tl.int32), [16])]
+    for dtype in dtypes * 2:  # the second time from the table
+        assert cached(dtype) == original(dtype), dtype
+
+
+def _get_original_np_dtype():
+    """The interpreter's own ``_get_np_dtype``, from the closure speed_up wrapped it in."""
+    patched = interpreter._get_np_dtype
+    cells = [c.cell_contents for c in (patched.__closure__ or ()) if callable(c.cell_contents)]
+    return next(c for c in cells if c.__name__ == "_get_np_dtype")
+
+
+@triton.jit
+def _twice(x):
+    return x * 2
+
+
+@triton.jit
+def _nested_kernel(x_ptr, y_ptr, N, BS: tl.constexpr):
+    offsets = tl.program_id(0) * BS + tl.arange(0, BS)
+    mask = offsets < N
+    x = tl.load(x_ptr + offsets, mask=mask)
+    for _ in range(3):
+        x = _twice(x)
+    tl.store(y_ptr + offsets, x + tl.max(x, axis=0), mask=mask)
+
+
+@pytest.mark.parametrize("block", [16, 64])
+def test_a_kernel_calling_jit_functions_computes_what_torch_does(block):
+    x = torch.randn(100)
+    y = torch.empty_like(x)
+    _nested_kernel[(triton.cdiv(100, block),)](x, y, 100, BS=block)
+    tiles = (x * 8).split(block)
+    assert torch.equal(y, torch.cat([t + t.max() for t in tiles]))
+    # the kernel's end restored the language (the standard library's functions, whose globals hold
+    # triton.language.core, leave that module patched, as Triton's own interpreter does)
+    assert tl.program_id is PROGRAM_ID

@@ -385,3 +385,21 @@ def test_default_sizes_keep_an_interpreter_run_within_its_steps(monkeypatch):
     assert runner.tile_steps(spec, interpreted) <= runner.INTERPRETER_STEPS
     monkeypatch.delenv("TRITON_INTERPRET")
     assert runner.tile_steps(spec, runner.default_sizes(spec, 5)) > 10 * runner.INTERPRETER_STEPS
+
+
+def test_every_spec_at_the_demos_sizes_stays_within_the_interpreters_steps():
+    """What the demo runs on a machine without a GPU: each spec's default sizes at 5 tiles a symbol
+    take at most INTERPRETER_STEPS tile steps. A grid axis over a product of derived extents
+    (``p over D_out * H_out * W_out``, the implicit-GEMM convolutions) sizes its first factor by the
+    tiles and the later ones as a window's: with each factor the tiles' size, 97 x 97 x 97 output
+    positions took 764764 steps and most of the demo's time."""
+    over = {}
+    for path in sorted((ROOT / "specs").glob("*.tile")):
+        spec = checked_spec(path)
+        steps = runner.tile_steps(spec, runner.default_sizes(spec, 5))
+        if steps > runner.INTERPRETER_STEPS:
+            over[path.stem] = steps
+    assert not over
+    spec = spec_named("conv3d_implicit_gemm")
+    sizes = runner.default_sizes(spec, 5)
+    assert sizes["D"] > 16 * sizes["H"] and sizes["H"] == sizes["W"] <= 3

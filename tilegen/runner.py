@@ -676,9 +676,12 @@ def sizes_at(spec: m.Spec, programs: int, given: dict[str, int] | None = None, i
         if dim.id in sizes:
             continue
         over = [a for a in axes if a.dim.id == dim.id]
+        named = {dim.id}
         if not over:  # H of an output's H_out = (H + 2 * P - K) / S + 1: sized as the axes over H_out are
-            over = derived_over(spec, dim.id)
-        if any(later_factor(a, dim.id) for a in over):  # KW of q over C * KH * KW: a window's
+            over, named = derived_over(spec, dim.id), {dim.id} | derived_names(spec, dim.id)
+        # KW of q over C * KH * KW (a window's), W of p over D_out * H_out * W_out: a later factor of
+        # a product an axis runs over is small, so that the product is about one factor's size
+        if any(later_factor(a, name) for a in over for name in named):
             sizes[dim.id] = given.get(dim.id, index)
             continue
         if any(a.bounds == "whole" for a in over):  # a dot's operand tile stays small (a head dim)
@@ -704,13 +707,19 @@ def sizes_at(spec: m.Spec, programs: int, given: dict[str, int] | None = None, i
     return fit_jagged_rows(spec, solve_derived(spec, sizes, given), given)
 
 
-def derived_over(spec: m.Spec, dim: str) -> list[m.Axis]:
-    """The axes over extents derived from ``dim`` (``oh over H_out`` for ``H``), or from a size
-    derived from it (``p over H_out * W_out``)."""
+def derived_names(spec: m.Spec, dim: str) -> set[str]:
+    """The sizes derived from ``dim`` (``H_out`` for ``H``), and from those (``H_out_times_W_out``)."""
     names = {dim}
     for _ in spec.derived:  # each pass reaches one derived size further
         names |= {name for name, extent in spec.derived if names & set(m.offset_names(extent))}
-    return [a for a in spec.axes() if a.dim.id in names - {dim}]
+    return names - {dim}
+
+
+def derived_over(spec: m.Spec, dim: str) -> list[m.Axis]:
+    """The axes over extents derived from ``dim`` (``oh over H_out`` for ``H``), or from a size
+    derived from it (``p over H_out * W_out``)."""
+    names = derived_names(spec, dim)
+    return [a for a in spec.axes() if a.dim.id in names]
 
 
 def later_factor(axis: m.Axis, dim: str) -> bool:

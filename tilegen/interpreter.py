@@ -3,8 +3,8 @@
 
 :func:`speed_up` replaces three pieces of Triton's interpreter with ones that skip work whose
 result the interpreter drops or has already done; no kernel's result changes. Each applies only
-where the interpreter has what it replaces (Triton 3.9 has all three, 3.6 the first); a Triton
-without it runs as it is. A user's own process that imports a generated module is left alone.
+where the interpreter has what it replaces (Triton 3.9 has all three); a Triton without it runs
+as it is. A user's own process that imports a generated module is left alone.
 
 1. The overflow checks of 32-bit integer ``+``, ``-`` and ``*``: the interpreter computes each
    again in int64 and compares it with the bounds, then drops the result (its ``device_assert``
@@ -17,8 +17,6 @@ without it runs as it is. A user's own process that imports a generated module i
    the modules are not patched already.
 3. ``_get_np_dtype`` (a Triton dtype's numpy dtype), which builds its table of 19 numpy dtypes at
    every call (about 27 us; the interpreter calls it at every splat, cast and load): remembered.
-
-On two CPU cores the test suite took 899 s before 2 and 3 and 658 s after.
 """
 
 from __future__ import annotations

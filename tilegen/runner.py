@@ -678,7 +678,8 @@ def sizes_at(spec: m.Spec, programs: int, given: dict[str, int] | None = None, i
         over = [a for a in axes if a.dim.id == dim.id]
         named = {dim.id}
         if not over:  # H of an output's H_out = (H + 2 * P - K) / S + 1: sized as the axes over H_out are
-            over, named = derived_over(spec, dim.id), {dim.id} | derived_names(spec, dim.id)
+            over = derived_over(spec, dim.id)
+            named |= derived_names(spec, dim.id)
         # KW of q over C * KH * KW (a window's), W of p over D_out * H_out * W_out: a later factor of
         # a product an axis runs over is small, so that the product is about one factor's size
         if any(later_factor(a, name) for a in over for name in named):

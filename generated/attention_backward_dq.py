@@ -239,7 +239,8 @@ def _attention_backward_dq_pointers_kernel(
         v = tl.load(v_ptr + pid_z * stride_v_b + pid_h * stride_v_h + offs_n[None, :] * stride_v_t + offs_d[:, None] * stride_v_d, mask=mask_d[:, None], other=0.0)
         ds = p * (tl.dot(_dot_operand(do), _dot_operand(v)) - delta)
         # specs/attention_backward_dq.tile:29: dq_acc += dot(DT(ds), k[z, h, n, d])
-        dq_acc += tl.dot(_dot_operand(ds.to(DT)), _dot_operand(k.T))
+        k_1 = tl.load(k_ptr + pid_z * stride_k_b + pid_h * stride_k_h + offs_n[:, None] * stride_k_t + offs_d[None, :] * stride_k_d, mask=mask_d[None, :], other=0.0)
+        dq_acc += tl.dot(_dot_operand(ds.to(DT)), _dot_operand(k_1))
     # the last tile, if T % BN != 0: masked
     for n in range(T // BN, tl.cdiv(T, BN)):
         offs_n = n * BN + tl.arange(0, BN)
@@ -254,7 +255,9 @@ def _attention_backward_dq_pointers_kernel(
         v = tl.load(v_ptr + pid_z * stride_v_b + pid_h * stride_v_h + offs_n[None, :] * stride_v_t + offs_d[:, None] * stride_v_d, mask=mask_dn, other=0.0)
         ds = p * (tl.dot(_dot_operand(do), _dot_operand(v)) - delta)
         # specs/attention_backward_dq.tile:29: dq_acc += dot(DT(ds), k[z, h, n, d])
-        dq_acc += tl.dot(_dot_operand(tl.where(mask_n[None, :], ds.to(DT), 0.0)), _dot_operand(k.T))
+        mask_nd = mask_n[:, None] & mask_d[None, :]
+        k_1 = tl.load(k_ptr + pid_z * stride_k_b + pid_h * stride_k_h + offs_n[:, None] * stride_k_t + offs_d[None, :] * stride_k_d, mask=mask_nd, other=0.0)
+        dq_acc += tl.dot(_dot_operand(tl.where(mask_n[None, :], ds.to(DT), 0.0)), _dot_operand(k_1))
     # specs/attention_backward_dq.tile:30: dq[z, h, m, d] = dq_acc * scale
     mask_md_1 = mask_m[:, None] & mask_d[None, :]
     dq_ptrs = dq_ptr + pid_z * stride_dq_b + pid_h * stride_dq_h + offs_m[:, None] * stride_dq_s + offs_d[None, :] * stride_dq_d

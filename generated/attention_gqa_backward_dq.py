@@ -251,7 +251,9 @@ def _attention_gqa_backward_dq_pointers_kernel(
         v = tl.load(v_ptr + pid_z * stride_v_b + (pid_h // (H // HK)) * stride_v_hk + offs_n[None, :] * stride_v_s + offs_d[:, None] * stride_v_d, mask=mask_dn, other=0.0)
         ds = p * (tl.dot(_dot_operand(do), _dot_operand(v)) - delta)
         # specs/attention_gqa_backward_dq.tile:28: dq_acc += dot(DT(ds), k[z, h / (H / HK), n, d])
-        dq_acc += tl.dot(_dot_operand(ds.to(DT)), _dot_operand(k.T))
+        mask_nd = tl.where(((pid_h // (H // HK)) < HK), mask_d[None, :], False)
+        k_1 = tl.load(k_ptr + pid_z * stride_k_b + (pid_h // (H // HK)) * stride_k_hk + offs_n[:, None] * stride_k_s + offs_d[None, :] * stride_k_d, mask=mask_nd, other=0.0)
+        dq_acc += tl.dot(_dot_operand(ds.to(DT)), _dot_operand(k_1))
     # tiles where n <= m holds for some lanes, or past S: masked; later tiles change nothing (where n <= m holds nowhere): skipped
     for n in range(min(S // BN, (pid_m * BM + 1) // BN), min(tl.cdiv(S, BN), tl.cdiv(pid_m * BM + BM, BN))):
         offs_n = n * BN + tl.arange(0, BN)
@@ -266,7 +268,9 @@ def _attention_gqa_backward_dq_pointers_kernel(
         v = tl.load(v_ptr + pid_z * stride_v_b + (pid_h // (H // HK)) * stride_v_hk + offs_n[None, :] * stride_v_s + offs_d[:, None] * stride_v_d, mask=mask_dn, other=0.0)
         ds = p * (tl.dot(_dot_operand(do), _dot_operand(v)) - delta)
         # specs/attention_gqa_backward_dq.tile:28: dq_acc += dot(DT(ds), k[z, h / (H / HK), n, d])
-        dq_acc += tl.dot(_dot_operand(tl.where(mask_n[None, :], ds.to(DT), 0.0)), _dot_operand(k.T))
+        mask_nd = tl.where(((pid_h // (H // HK)) < HK), mask_n[:, None] & mask_d[None, :], False)
+        k_1 = tl.load(k_ptr + pid_z * stride_k_b + (pid_h // (H // HK)) * stride_k_hk + offs_n[:, None] * stride_k_s + offs_d[None, :] * stride_k_d, mask=mask_nd, other=0.0)
+        dq_acc += tl.dot(_dot_operand(tl.where(mask_n[None, :], ds.to(DT), 0.0)), _dot_operand(k_1))
     # specs/attention_gqa_backward_dq.tile:29: dq[z, h, m, d] = dq_acc * scale
     mask_md_1 = mask_m[:, None] & mask_d[None, :]
     dq_ptrs = dq_ptr + pid_z * stride_dq_b + pid_h * stride_dq_h + offs_m[:, None] * stride_dq_s + offs_d[None, :] * stride_dq_d

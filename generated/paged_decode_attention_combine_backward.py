@@ -87,7 +87,9 @@ def paged_decode_attention_combine_backward_kernel(
     # specs/paged_decode_attention_combine.tile, derived backward:16: dsum1 = where(m > -inf, f32(do[b, h, d]), 0.0) / sum2
     dsum1 = tl.where(m > float("-inf"), do.to(tl.float32), 0.0) / sum2
     # specs/paged_decode_attention_combine.tile, derived backward:17: dw = dsum2 + sum(dsum1 * f32(o_part[b, h, s, d]), dim=d)
-    sum_d_1 = tl.sum(tl.where(mask_d[:, None], (dsum1[:, None] * o_part.T.to(tl.float32)).to(tl.float32), 0.0), axis=0)
+    mask_ds = mask_s[None, :] & mask_d[:, None]
+    o_part_1 = tl.load(o_part_ptr + pid_b * stride_o_part_b + pid_h * stride_o_part_h + offs_s[None, :] * stride_o_part_s + offs_d[:, None] * stride_o_part_d, mask=mask_ds)
+    sum_d_1 = tl.sum(tl.where(mask_d[:, None], (dsum1[:, None] * o_part_1.to(tl.float32)).to(tl.float32), 0.0), axis=0)
     dw = dsum2 + sum_d_1
     # specs/paged_decode_attention_combine.tile, derived backward:18: dm = -sum(dw * w, dim=s)
     sum_s_2 = tl.sum(tl.where(mask_s, (dw * w).to(tl.float32), 0.0), axis=0)

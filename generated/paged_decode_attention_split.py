@@ -112,8 +112,10 @@ def paged_decode_attention_split_kernel(
         sum_n = tl.sum(p.to(tl.float32), axis=1)
         l_i = l_i * alpha + sum_n
         # specs/paged_decode_attention_split.tile:38: acc = acc * alpha + dot(DT(p), where(n < n_s, v_cache[block_table[b, s * PPS + n // PAGE], n % PAGE, hk, d], 0), precision=ieee)
-        mask_nd = (((pid_s * PPS) + (offs_n[:, None] // PAGE)) >= 0) & (((pid_s * PPS) + (offs_n[:, None] // PAGE)) < MAXP) & (block_table.T >= 0) & (block_table.T < P) & mask_d[None, :]
-        v_cache = tl.load(v_cache_ptr + block_table.T * stride_v_cache_p + (offs_n[:, None] % PAGE) * stride_v_cache_page + pid_hk * stride_v_cache_hk + offs_d[None, :] * stride_v_cache_d, mask=mask_nd & (offs_n[:, None] < n_s), other=0.0)
+        mask_nd = (((pid_s * PPS) + (offs_n[:, None] // PAGE)) >= 0) & (((pid_s * PPS) + (offs_n[:, None] // PAGE)) < MAXP)
+        block_table_1 = tl.load(block_table_ptr + pid_b * stride_block_table_b + ((pid_s * PPS) + (offs_n[:, None] // PAGE)) * stride_block_table_maxp, mask=mask_nd, other=0)
+        mask_nd_1 = (((pid_s * PPS) + (offs_n[:, None] // PAGE)) >= 0) & (((pid_s * PPS) + (offs_n[:, None] // PAGE)) < MAXP) & (block_table_1 >= 0) & (block_table_1 < P) & mask_d[None, :]
+        v_cache = tl.load(v_cache_ptr + block_table_1 * stride_v_cache_p + (offs_n[:, None] % PAGE) * stride_v_cache_page + pid_hk * stride_v_cache_hk + offs_d[None, :] * stride_v_cache_d, mask=mask_nd_1 & (offs_n[:, None] < n_s), other=0.0)
         acc = acc * alpha[:, None] + tl.dot(_dot_operand(p.to(DT)), _dot_operand(v_cache), input_precision="ieee")
         # specs/paged_decode_attention_split.tile:39: m_i = m_new
         m_i = m_new
@@ -142,8 +144,10 @@ def paged_decode_attention_split_kernel(
         sum_n = tl.sum(tl.where(mask_n[None, :], p.to(tl.float32), 0.0), axis=1)
         l_i = l_i * alpha + sum_n
         # specs/paged_decode_attention_split.tile:38: acc = acc * alpha + dot(DT(p), where(n < n_s, v_cache[block_table[b, s * PPS + n // PAGE], n % PAGE, hk, d], 0), precision=ieee)
-        mask_nd = mask_n[:, None] & (((pid_s * PPS) + (offs_n[:, None] // PAGE)) >= 0) & (((pid_s * PPS) + (offs_n[:, None] // PAGE)) < MAXP) & (block_table.T >= 0) & (block_table.T < P) & mask_n[:, None] & mask_d[None, :]
-        v_cache = tl.load(v_cache_ptr + block_table.T * stride_v_cache_p + (offs_n[:, None] % PAGE) * stride_v_cache_page + pid_hk * stride_v_cache_hk + offs_d[None, :] * stride_v_cache_d, mask=mask_nd & (offs_n[:, None] < n_s), other=0.0)
+        mask_nd = mask_n[:, None] & (((pid_s * PPS) + (offs_n[:, None] // PAGE)) >= 0) & (((pid_s * PPS) + (offs_n[:, None] // PAGE)) < MAXP)
+        block_table_1 = tl.load(block_table_ptr + pid_b * stride_block_table_b + ((pid_s * PPS) + (offs_n[:, None] // PAGE)) * stride_block_table_maxp, mask=mask_nd, other=0)
+        mask_nd_1 = mask_n[:, None] & (((pid_s * PPS) + (offs_n[:, None] // PAGE)) >= 0) & (((pid_s * PPS) + (offs_n[:, None] // PAGE)) < MAXP) & (block_table_1 >= 0) & (block_table_1 < P) & mask_n[:, None] & mask_d[None, :]
+        v_cache = tl.load(v_cache_ptr + block_table_1 * stride_v_cache_p + (offs_n[:, None] % PAGE) * stride_v_cache_page + pid_hk * stride_v_cache_hk + offs_d[None, :] * stride_v_cache_d, mask=mask_nd_1 & (offs_n[:, None] < n_s), other=0.0)
         acc = acc * alpha[:, None] + tl.dot(_dot_operand(tl.where(mask_n[None, :], p.to(DT), 0.0)), _dot_operand(v_cache), input_precision="ieee")
         # specs/paged_decode_attention_split.tile:39: m_i = m_new
         m_i = m_new

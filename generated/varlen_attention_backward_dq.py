@@ -93,7 +93,9 @@ def varlen_attention_backward_dq_kernel(
         v = tl.load(v_ptr + (cu_seqlens_1 + offs_n[None, :]) * stride_v_t + pid_h * stride_v_h + offs_d[:, None] * stride_v_d, mask=mask_dn, other=0.0)
         ds = p * (tl.dot(_dot_operand(do), _dot_operand(v)) - delta)
         # specs/varlen_attention_backward_dq.tile:31: dq_acc += dot(DT(ds), k[cu_seqlens[b] + n, h, d])
-        dq_acc += tl.dot(_dot_operand(ds.to(DT)), _dot_operand(k.T))
+        mask_nd = ((cu_seqlens_1 + offs_n[:, None]) >= 0) & ((cu_seqlens_1 + offs_n[:, None]) < T) & mask_d[None, :]
+        k_1 = tl.load(k_ptr + (cu_seqlens_1 + offs_n[:, None]) * stride_k_t + pid_h * stride_k_h + offs_d[None, :] * stride_k_d, mask=mask_nd, other=0.0)
+        dq_acc += tl.dot(_dot_operand(ds.to(DT)), _dot_operand(k_1))
     # tiles where n <= m holds for some lanes, or past L: masked; later tiles change nothing (where n <= m holds nowhere): skipped
     for n in range(min(L // BN, (pid_m * BM + 1) // BN), min(tl.cdiv(L, BN), tl.cdiv(pid_m * BM + BM, BN))):
         offs_n = n * BN + tl.arange(0, BN)
@@ -108,7 +110,9 @@ def varlen_attention_backward_dq_kernel(
         v = tl.load(v_ptr + (cu_seqlens_1 + offs_n[None, :]) * stride_v_t + pid_h * stride_v_h + offs_d[:, None] * stride_v_d, mask=mask_dn, other=0.0)
         ds = p * (tl.dot(_dot_operand(do), _dot_operand(v)) - delta)
         # specs/varlen_attention_backward_dq.tile:31: dq_acc += dot(DT(ds), k[cu_seqlens[b] + n, h, d])
-        dq_acc += tl.dot(_dot_operand(tl.where(mask_n[None, :], ds.to(DT), 0.0)), _dot_operand(k.T))
+        mask_nd = mask_n[:, None] & ((cu_seqlens_1 + offs_n[:, None]) >= 0) & ((cu_seqlens_1 + offs_n[:, None]) < T) & mask_d[None, :]
+        k_1 = tl.load(k_ptr + (cu_seqlens_1 + offs_n[:, None]) * stride_k_t + pid_h * stride_k_h + offs_d[None, :] * stride_k_d, mask=mask_nd, other=0.0)
+        dq_acc += tl.dot(_dot_operand(tl.where(mask_n[None, :], ds.to(DT), 0.0)), _dot_operand(k_1))
     # specs/varlen_attention_backward_dq.tile:32: dq[cu_seqlens[b] + m, h, d] = dq_acc * scale where m < n_b
     mask_md_1 = mask_m[:, None] & ((cu_seqlens_1 + offs_m[:, None]) >= 0) & ((cu_seqlens_1 + offs_m[:, None]) < T) & mask_d[None, :]
     dq_ptrs = dq_ptr + (cu_seqlens_1 + offs_m[:, None]) * stride_dq_t + pid_h * stride_dq_h + offs_d[None, :] * stride_dq_d

@@ -77,6 +77,18 @@ def test_the_kernel_reads_k_transposed_and_carries_three_state_tiles():
     assert "    DT = q_desc.dtype\n" in kernel and "    DT = q_ptr.dtype.element_ty\n" in pointers
 
 
+@pytest.mark.parametrize("name", ["attention_backward_dkdv", "attention_causal_backward_dkdv",
+                                  "attention_gqa_backward_dkdv"])
+def test_the_dkdv_kernel_transposes_no_register_tile_and_reads_q_and_do_once_a_step(name):
+    source = compile_spec((ROOT / "specs" / f"{name}.tile").read_text(), f"{name}.tile", specs_find).source
+    kernel = source[source.index(f"def {name}_kernel"):source.index(f"def {name}(")]
+    steps = kernel.count("for m in range(")
+    assert steps >= 1 and "tl.permute" not in kernel  # p and ds are [BN, BM], as the dots take them
+    # q and do: one descriptor load each a step ([d, m] for k q^T, [m, d] for do v^T), the other order by .T
+    assert kernel.count("q_desc.load(") == kernel.count("do_desc.load(") == steps
+    assert kernel.count("_dot_operand(q.T)") == kernel.count("_dot_operand(do.T)") == steps
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("layout", ["BHSD", "BSHD"])

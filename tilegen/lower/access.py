@@ -293,9 +293,10 @@ class Access:
         """Emit ``tile = tl.load(...)`` and return the tile, broadcast to ``context``; masked-off
         lanes read ``fill`` (``other=``; a ``dot`` operand asks for 0.0), or nothing defined. A
         tile loaded before in this scope (same tensor, index, context and fill) is not loaded
-        again: inputs are read-only, so it still holds the same values; one loaded across (the same
-        two axes in the other order: ``dot(k[n, d], q[m, d])`` beside ``dot(ds, q[m, d])``) is
-        taken transposed, ``tile.T``, rather than read a second time. ``guard`` (a mask over
+        again: inputs are read-only, so it still holds the same values; through descriptors, one
+        loaded across (the same two axes in the other order: ``dot(k[n, d], q[m, d])`` beside
+        ``dot(ds, q[m, d])``) is taken transposed, ``tile.T``, rather than read a second time
+        (pointer loads are built in the order asked for, as before). ``guard`` (a mask over
         ``context``, the condition of a ``where`` that keeps this tile) joins the load's mask, so
         that the lanes the ``where`` drops cost no memory traffic; it is left out where the load is
         hoisted before a loop or goes through block pointers or descriptors. Without ``ops``, only such
@@ -307,8 +308,8 @@ class Access:
         if key in state.loads:
             return state.loads[key]
         across = state.loads.get((key[0], context[::-1], key[2])) if len(context) == 2 else None
-        if across is not None and across.isidentifier():  # the same tile loaded across: transposed, not read again
-            return f"{across}.T"
+        if across is not None and across.isidentifier() and state.spec.access_style == "descriptor":
+            return f"{across}.T"  # the same tile loaded across: transposed, not read again"
         assert ops is not None, f"{expr.tensor.id}: a load with nowhere to go"
         target = self.hoisted(expr, ops)
         if target is not ops:  # before a loop: every range of the loop reuses it

@@ -142,24 +142,9 @@ _add_single_loops_launch = _rt.Launch(globals(), "_add_single_loops_kernel", "_a
 def _add_single_loops(x: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
     """add_single() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
     specs/add_single.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
-    Called by add_single(), after its checks.
+    add_single() runs it through its plan, its fast path keeping the launch; this one has no fast path.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_add_single_loops",
-            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            y.shape, y.stride(), y.dtype, y.device, y.data_ptr() & 15,
-            BLOCK_N,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _z_shape = fast
-        z = torch.empty(*_z_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, x, y, z, *args)
-        return z
-    return _add_single_loops_launch.run(_add_single_loops, fast_key, x, y, BLOCK_N=BLOCK_N)
+    return _add_single_loops_launch.run(_add_single_loops, None, x, y, BLOCK_N=BLOCK_N)
 
 
 def reference(x, y):

@@ -155,24 +155,9 @@ _add_single_backward_loops_launch = _rt.Launch(globals(), "_add_single_backward_
 def _add_single_backward_loops(dz: torch.Tensor, *, BLOCK_N: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
     """add_single_backward() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
     specs/add_single.tile, derived backward with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
-    Called by add_single_backward(), after its checks.
+    add_single_backward() runs it through its plan, its fast path keeping the launch; this one has no fast path.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_add_single_backward_loops",
-            dz.shape, dz.stride(), dz.dtype, dz.device, dz.data_ptr() & 15,
-            BLOCK_N,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _dx_shape, _dy_shape = fast
-        dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
-        dy = torch.empty(*_dy_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, dz, dx, dy, *args)
-        return dx, dy
-    return _add_single_backward_loops_launch.run(_add_single_backward_loops, fast_key, dz, BLOCK_N=BLOCK_N)
+    return _add_single_backward_loops_launch.run(_add_single_backward_loops, None, dz, BLOCK_N=BLOCK_N)
 
 
 def reference(dz):

@@ -329,26 +329,9 @@ _cosine_similarity_loss_backward_loops_launch = _rt.Launch(globals(), "_cosine_s
 def _cosine_similarity_loss_backward_loops(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4, BLOCK_N: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
     """cosine_similarity_loss_backward() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
     specs/cosine_similarity_loss.tile, derived backward with its whole axis in loops over tiles of BLOCK_N (a keyword, default 2048).
-    Called by cosine_similarity_loss_backward(), after its checks.
+    cosine_similarity_loss_backward() runs it through its plan, its fast path keeping the launch; this one has no fast path.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_cosine_similarity_loss_backward_loops",
-            dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
-            predictions.shape, predictions.stride(), predictions.dtype, predictions.device, predictions.data_ptr() & 15,
-            targets.shape, targets.stride(), targets.dtype, targets.device, targets.data_ptr() & 15,
-            BM, BLOCK_N,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _dpredictions_shape, _dtargets_shape = fast
-        dpredictions = torch.empty(*_dpredictions_shape, device=device, dtype=torch.float32)
-        dtargets = torch.empty(*_dtargets_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, dloss, predictions, targets, dpredictions, dtargets, *args)
-        return dpredictions, dtargets
-    return _cosine_similarity_loss_backward_loops_launch.run(_cosine_similarity_loss_backward_loops, fast_key, dloss, predictions, targets, BM=BM, BLOCK_N=BLOCK_N)
+    return _cosine_similarity_loss_backward_loops_launch.run(_cosine_similarity_loss_backward_loops, None, dloss, predictions, targets, BM=BM, BLOCK_N=BLOCK_N)
 
 
 def reference(dloss, predictions, targets):

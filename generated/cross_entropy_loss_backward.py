@@ -338,25 +338,9 @@ _cross_entropy_loss_backward_loops_launch = _rt.Launch(globals(), "_cross_entrop
 def _cross_entropy_loss_backward_loops(dloss: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, *, BLOCK_V: int = 4096) -> torch.Tensor:
     """cross_entropy_loss_backward() where the rows are too long for one tile (V > _WHOLE_LIMIT): the kernel of
     specs/cross_entropy_loss.tile, derived backward with its whole axis in loops over tiles of BLOCK_V (a keyword, default 4096).
-    Called by cross_entropy_loss_backward(), after its checks. Its tune configs are those of cross_entropy_loss_backward() with the fewest rows per program.
+    cross_entropy_loss_backward() runs it through its plan, its fast path keeping the launch; this one has no fast path. Its tune configs are those of cross_entropy_loss_backward() with the fewest rows per program.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_cross_entropy_loss_backward_loops",
-            dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
-            logits.shape, logits.stride(), logits.dtype, logits.device, logits.data_ptr() & 15,
-            target.shape, target.stride(), target.dtype, target.device, target.data_ptr() & 15,
-            BLOCK_V,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _dlogits_shape = fast
-        dlogits = torch.empty(*_dlogits_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, dloss, logits, target, dlogits, *args)
-        return dlogits
-    return _cross_entropy_loss_backward_loops_launch.run(_cross_entropy_loss_backward_loops, fast_key, dloss, logits, target, BLOCK_V=BLOCK_V)
+    return _cross_entropy_loss_backward_loops_launch.run(_cross_entropy_loss_backward_loops, None, dloss, logits, target, BLOCK_V=BLOCK_V)
 
 
 def reference(dloss, logits, target):

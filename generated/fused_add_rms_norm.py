@@ -265,29 +265,9 @@ _fused_add_rms_norm_loops_launch = _rt.Launch(globals(), "_fused_add_rms_norm_lo
 def _fused_add_rms_norm_loops(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0, *, BLOCK_N: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
     """fused_add_rms_norm() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
     specs/fused_add_rms_norm.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
-    Called by fused_add_rms_norm(), after its checks. Its tune configs are those of fused_add_rms_norm() with the fewest rows per program.
+    fused_add_rms_norm() runs it through its plan, its fast path keeping the launch; this one has no fast path. Its tune configs are those of fused_add_rms_norm() with the fewest rows per program.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_fused_add_rms_norm_loops",
-            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            residual.shape, residual.stride(), residual.dtype, residual.device, residual.data_ptr() & 15,
-            weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
-            eps, type(eps),
-            offset, type(offset),
-            BLOCK_N,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _y_shape, _s_shape = fast
-        T = x.dtype
-        y = torch.empty(*_y_shape, device=device, dtype=T)
-        s = torch.empty(*_s_shape, device=device, dtype=T)
-        launch(grid, device_index, x, residual, weight, y, s, *args)
-        return y, s
-    return _fused_add_rms_norm_loops_launch.run(_fused_add_rms_norm_loops, fast_key, x, residual, weight, eps, offset, BLOCK_N=BLOCK_N)
+    return _fused_add_rms_norm_loops_launch.run(_fused_add_rms_norm_loops, None, x, residual, weight, eps, offset, BLOCK_N=BLOCK_N)
 
 
 def reference(x, residual, weight, eps, offset=0.0):

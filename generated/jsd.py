@@ -225,25 +225,9 @@ _jsd_loops_launch = _rt.Launch(globals(), "_jsd_loops_kernel", "_jsd_loops", poi
 def _jsd_loops(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5, *, BLOCK_V: int = 4096) -> torch.Tensor:
     """jsd() where the rows are too long for one tile (V > _WHOLE_LIMIT): the kernel of
     specs/jsd.tile with its whole axis in loops over tiles of BLOCK_V (a keyword, default 4096).
-    Called by jsd(), after its checks. Its tune configs are those of jsd() with the fewest rows per program.
+    jsd() runs it through its plan, its fast path keeping the launch; this one has no fast path. Its tune configs are those of jsd() with the fewest rows per program.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_jsd_loops",
-            student.shape, student.stride(), student.dtype, student.device, student.data_ptr() & 15,
-            teacher.shape, teacher.stride(), teacher.dtype, teacher.device, teacher.data_ptr() & 15,
-            beta, type(beta),
-            BLOCK_V,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _loss_shape = fast
-        loss = torch.empty(*_loss_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, student, teacher, loss, *args)
-        return loss
-    return _jsd_loops_launch.run(_jsd_loops, fast_key, student, teacher, beta, BLOCK_V=BLOCK_V)
+    return _jsd_loops_launch.run(_jsd_loops, None, student, teacher, beta, BLOCK_V=BLOCK_V)
 
 
 def reference(student, teacher, beta=0.5):

@@ -385,28 +385,9 @@ _jsd_backward_loops_launch = _rt.Launch(globals(), "_jsd_backward_loops_kernel",
 def _jsd_backward_loops(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5, *, BLOCK_V: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
     """jsd_backward() where the rows are too long for one tile (V > _WHOLE_LIMIT): the kernel of
     specs/jsd.tile, derived backward with its whole axis in loops over tiles of BLOCK_V (a keyword, default 4096).
-    Called by jsd_backward(), after its checks. Its tune configs are those of jsd_backward() with the fewest rows per program.
+    jsd_backward() runs it through its plan, its fast path keeping the launch; this one has no fast path. Its tune configs are those of jsd_backward() with the fewest rows per program.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_jsd_backward_loops",
-            dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
-            student.shape, student.stride(), student.dtype, student.device, student.data_ptr() & 15,
-            teacher.shape, teacher.stride(), teacher.dtype, teacher.device, teacher.data_ptr() & 15,
-            beta, type(beta),
-            BLOCK_V,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _dstudent_shape, _dteacher_shape = fast
-        T = student.dtype
-        dstudent = torch.empty(*_dstudent_shape, device=device, dtype=T)
-        dteacher = torch.empty(*_dteacher_shape, device=device, dtype=T)
-        launch(grid, device_index, dloss, student, teacher, dstudent, dteacher, *args)
-        return dstudent, dteacher
-    return _jsd_backward_loops_launch.run(_jsd_backward_loops, fast_key, dloss, student, teacher, beta, BLOCK_V=BLOCK_V)
+    return _jsd_backward_loops_launch.run(_jsd_backward_loops, None, dloss, student, teacher, beta, BLOCK_V=BLOCK_V)
 
 
 def reference(dloss, student, teacher, beta=0.5):

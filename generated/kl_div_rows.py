@@ -212,25 +212,9 @@ _kl_div_rows_loops_launch = _rt.Launch(globals(), "_kl_div_rows_loops_kernel", "
 def _kl_div_rows_loops(student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0, *, BLOCK_V: int = 4096) -> torch.Tensor:
     """kl_div_rows() where the rows are too long for one tile (V > _WHOLE_LIMIT): the kernel of
     specs/kl_div_rows.tile with its whole axis in loops over tiles of BLOCK_V (a keyword, default 4096).
-    Called by kl_div_rows(), after its checks. Its tune configs are those of kl_div_rows() with the fewest rows per program.
+    kl_div_rows() runs it through its plan, its fast path keeping the launch; this one has no fast path. Its tune configs are those of kl_div_rows() with the fewest rows per program.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_kl_div_rows_loops",
-            student.shape, student.stride(), student.dtype, student.device, student.data_ptr() & 15,
-            teacher.shape, teacher.stride(), teacher.dtype, teacher.device, teacher.data_ptr() & 15,
-            log_target, type(log_target),
-            BLOCK_V,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _loss_shape = fast
-        loss = torch.empty(*_loss_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, student, teacher, loss, *args)
-        return loss
-    return _kl_div_rows_loops_launch.run(_kl_div_rows_loops, fast_key, student, teacher, log_target, BLOCK_V=BLOCK_V)
+    return _kl_div_rows_loops_launch.run(_kl_div_rows_loops, None, student, teacher, log_target, BLOCK_V=BLOCK_V)
 
 
 def reference(student, teacher, log_target=0):

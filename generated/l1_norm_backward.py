@@ -215,24 +215,9 @@ _l1_norm_backward_loops_launch = _rt.Launch(globals(), "_l1_norm_backward_loops_
 def _l1_norm_backward_loops(dy: torch.Tensor, x: torch.Tensor, *, BLOCK_D: int = 4096) -> torch.Tensor:
     """l1_norm_backward() where the rows are too long for one tile (D > _WHOLE_LIMIT): the kernel of
     specs/l1_norm.tile, derived backward with its whole axis in loops over tiles of BLOCK_D (a keyword, default 4096).
-    Called by l1_norm_backward(), after its checks.
+    l1_norm_backward() runs it through its plan, its fast path keeping the launch; this one has no fast path.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_l1_norm_backward_loops",
-            dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
-            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            BLOCK_D,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _dx_shape = fast
-        dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, dy, x, dx, *args)
-        return dx
-    return _l1_norm_backward_loops_launch.run(_l1_norm_backward_loops, fast_key, dy, x, BLOCK_D=BLOCK_D)
+    return _l1_norm_backward_loops_launch.run(_l1_norm_backward_loops, None, dy, x, BLOCK_D=BLOCK_D)
 
 
 def reference(dy, x):

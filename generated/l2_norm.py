@@ -163,23 +163,9 @@ _l2_norm_loops_launch = _rt.Launch(globals(), "_l2_norm_loops_kernel", "_l2_norm
 def _l2_norm_loops(x: torch.Tensor, *, BLOCK_D: int = 4096) -> torch.Tensor:
     """l2_norm() where the rows are too long for one tile (D > _WHOLE_LIMIT): the kernel of
     specs/l2_norm.tile with its whole axis in loops over tiles of BLOCK_D (a keyword, default 4096).
-    Called by l2_norm(), after its checks.
+    l2_norm() runs it through its plan, its fast path keeping the launch; this one has no fast path.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_l2_norm_loops",
-            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            BLOCK_D,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _y_shape = fast
-        y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, x, y, *args)
-        return y
-    return _l2_norm_loops_launch.run(_l2_norm_loops, fast_key, x, BLOCK_D=BLOCK_D)
+    return _l2_norm_loops_launch.run(_l2_norm_loops, None, x, BLOCK_D=BLOCK_D)
 
 
 def reference(x):

@@ -289,29 +289,9 @@ _layer_norm_loops_launch = _rt.Launch(globals(), "_layer_norm_loops_kernel", "_l
 def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, *, BLOCK_N: int = 4096) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """layer_norm() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
     specs/layer_norm.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
-    Called by layer_norm(), after its checks. Its tune configs are those of layer_norm() with the fewest rows per program.
+    layer_norm() runs it through its plan, its fast path keeping the launch; this one has no fast path. Its tune configs are those of layer_norm() with the fewest rows per program.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_layer_norm_loops",
-            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
-            bias.shape, bias.stride(), bias.dtype, bias.device, bias.data_ptr() & 15,
-            eps, type(eps),
-            BLOCK_N,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _y_shape, _mu_shape, _rstd_shape = fast
-        T = x.dtype
-        y = torch.empty(*_y_shape, device=device, dtype=T)
-        mu = torch.empty(*_mu_shape, device=device, dtype=torch.float32)
-        rstd = torch.empty(*_rstd_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, x, weight, bias, y, mu, rstd, *args)
-        return y, mu, rstd
-    return _layer_norm_loops_launch.run(_layer_norm_loops, fast_key, x, weight, bias, eps, BLOCK_N=BLOCK_N)
+    return _layer_norm_loops_launch.run(_layer_norm_loops, None, x, weight, bias, eps, BLOCK_N=BLOCK_N)
 
 
 def reference(x, weight, bias, eps):

@@ -205,24 +205,9 @@ _log_softmax_backward_loops_launch = _rt.Launch(globals(), "_log_softmax_backwar
 def _log_softmax_backward_loops(dy: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
     """log_softmax_backward() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
     specs/log_softmax_backward.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
-    Called by log_softmax_backward(), after its checks. Its tune configs are those of log_softmax_backward() with the fewest rows per program.
+    log_softmax_backward() runs it through its plan, its fast path keeping the launch; this one has no fast path. Its tune configs are those of log_softmax_backward() with the fewest rows per program.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_log_softmax_backward_loops",
-            dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
-            y.shape, y.stride(), y.dtype, y.device, y.data_ptr() & 15,
-            BLOCK_N,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _dx_shape = fast
-        dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, dy, y, dx, *args)
-        return dx
-    return _log_softmax_backward_loops_launch.run(_log_softmax_backward_loops, fast_key, dy, y, BLOCK_N=BLOCK_N)
+    return _log_softmax_backward_loops_launch.run(_log_softmax_backward_loops, None, dy, y, BLOCK_N=BLOCK_N)
 
 
 def reference(dy, y):

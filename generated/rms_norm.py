@@ -243,30 +243,12 @@ _rms_norm_loops_launch = _rt.Launch(globals(), "_rms_norm_loops_kernel", "_rms_n
 def _rms_norm_loops(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-06, offset: float = 0.0, *, BLOCK_N: int = 4096) -> torch.Tensor:
     """rms_norm() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
     specs/rms_norm.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
-    Called by rms_norm(), after its checks. Its tune configs are those of rms_norm() with the fewest rows per program.
+    rms_norm() runs it through its plan, its fast path keeping the launch; this one has no fast path. Its tune configs are those of rms_norm() with the fewest rows per program.
     """
     _weight_given = weight is not None
     if not _weight_given:  # left out: every element 1
         weight = _rt.absent(1.0, lambda: ((x.shape[1],), x.dtype, x.device))
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_rms_norm_loops",
-            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15, _weight_given,
-            eps, type(eps),
-            offset, type(offset),
-            BLOCK_N,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _y_shape = fast
-        T = x.dtype
-        y = torch.empty(*_y_shape, device=device, dtype=T)
-        launch(grid, device_index, x, weight, y, *args)
-        return y
-    return _rms_norm_loops_launch.run(_rms_norm_loops, fast_key, x, weight if _weight_given else None, eps, offset, BLOCK_N=BLOCK_N)
+    return _rms_norm_loops_launch.run(_rms_norm_loops, None, x, weight if _weight_given else None, eps, offset, BLOCK_N=BLOCK_N)
 
 
 def reference(x, weight=None, eps=1e-06, offset=0.0):

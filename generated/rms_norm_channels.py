@@ -231,24 +231,9 @@ _rms_norm_channels_loops_launch = _rt.Launch(globals(), "_rms_norm_channels_loop
 def _rms_norm_channels_loops(x: torch.Tensor, eps: float, *, BLOCK_C: int = 128) -> torch.Tensor:
     """rms_norm_channels() where the rows are too long for one tile (C > _WHOLE_LIMIT): the kernel of
     specs/rms_norm_channels.tile with its whole axis in loops over tiles of BLOCK_C (a keyword, default 128).
-    Called by rms_norm_channels(), after its checks. Its tune configs are those of rms_norm_channels() with the fewest rows per program.
+    rms_norm_channels() runs it through its plan, its fast path keeping the launch; this one has no fast path. Its tune configs are those of rms_norm_channels() with the fewest rows per program.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_rms_norm_channels_loops",
-            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            eps, type(eps),
-            BLOCK_C,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _y_shape = fast
-        y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, x, y, *args)
-        return y
-    return _rms_norm_channels_loops_launch.run(_rms_norm_channels_loops, fast_key, x, eps, BLOCK_C=BLOCK_C)
+    return _rms_norm_channels_loops_launch.run(_rms_norm_channels_loops, None, x, eps, BLOCK_C=BLOCK_C)
 
 
 def reference(x, eps):

@@ -241,24 +241,9 @@ _softmax_loops_launch = _rt.Launch(globals(), "_softmax_loops_kernel", "_softmax
 def _softmax_loops(x: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
     """softmax() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
     specs/softmax.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
-    Called by softmax(), after its checks. Its tune configs are those of softmax() with the fewest rows per program.
+    softmax() runs it through its plan, its fast path keeping the launch; this one has no fast path. Its tune configs are those of softmax() with the fewest rows per program.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_softmax_loops",
-            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            BLOCK_N,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _y_shape = fast
-        T = x.dtype
-        y = torch.empty(*_y_shape, device=device, dtype=T)
-        launch(grid, device_index, x, y, *args)
-        return y
-    return _softmax_loops_launch.run(_softmax_loops, fast_key, x, BLOCK_N=BLOCK_N)
+    return _softmax_loops_launch.run(_softmax_loops, None, x, BLOCK_N=BLOCK_N)
 
 
 def reference(x):

@@ -367,29 +367,9 @@ _triplet_margin_loss_backward_loops_launch = _rt.Launch(globals(), "_triplet_mar
 def _triplet_margin_loss_backward_loops(dloss: torch.Tensor, anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, margin: float = 1.0, *, BLOCK_N: int = 4096) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """triplet_margin_loss_backward() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
     specs/triplet_margin_loss.tile, derived backward with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
-    Called by triplet_margin_loss_backward(), after its checks. Its tune configs are those of triplet_margin_loss_backward() with the fewest rows per program.
+    triplet_margin_loss_backward() runs it through its plan, its fast path keeping the launch; this one has no fast path. Its tune configs are those of triplet_margin_loss_backward() with the fewest rows per program.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_triplet_margin_loss_backward_loops",
-            dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
-            anchor.shape, anchor.stride(), anchor.dtype, anchor.device, anchor.data_ptr() & 15,
-            positive.shape, positive.stride(), positive.dtype, positive.device, positive.data_ptr() & 15,
-            negative.shape, negative.stride(), negative.dtype, negative.device, negative.data_ptr() & 15,
-            margin, type(margin),
-            BLOCK_N,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _danchor_shape, _dpositive_shape, _dnegative_shape = fast
-        danchor = torch.empty(*_danchor_shape, device=device, dtype=torch.float32)
-        dpositive = torch.empty(*_dpositive_shape, device=device, dtype=torch.float32)
-        dnegative = torch.empty(*_dnegative_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, dloss, anchor, positive, negative, danchor, dpositive, dnegative, *args)
-        return danchor, dpositive, dnegative
-    return _triplet_margin_loss_backward_loops_launch.run(_triplet_margin_loss_backward_loops, fast_key, dloss, anchor, positive, negative, margin, BLOCK_N=BLOCK_N)
+    return _triplet_margin_loss_backward_loops_launch.run(_triplet_margin_loss_backward_loops, None, dloss, anchor, positive, negative, margin, BLOCK_N=BLOCK_N)
 
 
 def reference(dloss, anchor, positive, negative, margin=1.0):

@@ -200,25 +200,9 @@ _varlen_attention_backward_delta_loops_launch = _rt.Launch(globals(), "_varlen_a
 def _varlen_attention_backward_delta_loops(o: torch.Tensor, do: torch.Tensor, dlse: torch.Tensor, *, BLOCK_D: int = 512) -> torch.Tensor:
     """varlen_attention_backward_delta() where the rows are too long for one tile (D > _WHOLE_LIMIT): the kernel of
     specs/varlen_attention_backward_delta.tile with its whole axis in loops over tiles of BLOCK_D (a keyword, default 512).
-    Called by varlen_attention_backward_delta(), after its checks. Its tune configs are those of varlen_attention_backward_delta() with the fewest rows per program.
+    varlen_attention_backward_delta() runs it through its plan, its fast path keeping the launch; this one has no fast path. Its tune configs are those of varlen_attention_backward_delta() with the fewest rows per program.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_varlen_attention_backward_delta_loops",
-            o.shape, o.stride(), o.dtype, o.device, o.data_ptr() & 15,
-            do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,
-            dlse.shape, dlse.stride(), dlse.dtype, dlse.device, dlse.data_ptr() & 15,
-            BLOCK_D,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _delta_shape = fast
-        delta = torch.empty(*_delta_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, o, do, dlse, delta, *args)
-        return delta
-    return _varlen_attention_backward_delta_loops_launch.run(_varlen_attention_backward_delta_loops, fast_key, o, do, dlse, BLOCK_D=BLOCK_D)
+    return _varlen_attention_backward_delta_loops_launch.run(_varlen_attention_backward_delta_loops, None, o, do, dlse, BLOCK_D=BLOCK_D)
 
 
 def reference(o, do, dlse):

@@ -7,6 +7,7 @@ limit (the module constant ``_WHOLE_LIMIT``, which ``TILEGEN_WHOLE_LIMIT`` sets 
 calling the looped launcher with small chunks (its keyword ``BLOCK_N``).
 """
 
+import inspect
 import math
 from pathlib import Path
 
@@ -248,6 +249,25 @@ def test_launcher_routes_long_rows(built, monkeypatch, name):
         assert bool(calls) == routed
         calls.clear()
         _check(module, name, args, outputs, expected)
+
+
+def test_the_spec_launchers_fast_path_keeps_the_looped_launch(built, monkeypatch):
+    """softmax's launcher is planned, so its fast path keeps a long row's looped launch: a second
+    call of the same shape runs no plan. The looped launcher has no fast path of its own."""
+    module = built("softmax")
+    monkeypatch.setattr(module, "_WHOLE_LIMIT", 16)
+    monkeypatch.setattr(module, "_FAST", {})
+    x = torch.randn(3, 100, generator=torch.Generator().manual_seed(0))
+    first = module.softmax(x)
+    assert [key[0] for key in module._FAST] == ["softmax"]
+    planned = []
+    plan = module._softmax_loops_plan
+    monkeypatch.setattr(module, "_softmax_loops_plan", lambda *a, **k: planned.append(1) or plan(*a, **k))
+    torch.testing.assert_close(module.softmax(x), first, atol=0, rtol=0)
+    assert planned == []
+    assert "_FAST" not in inspect.getsource(module._softmax_loops)
+    torch.testing.assert_close(module._softmax_loops(x, BLOCK_N=32), torch.softmax(x, dim=-1), atol=1e-6, rtol=1e-5)
+    assert [key[0] for key in module._FAST] == ["softmax"]  # a direct call takes the full path and keeps nothing
 
 
 @pytest.mark.parametrize("block", [16, 32, 128])

@@ -38,7 +38,7 @@ from tilegen.errors import Collector, SpecError
 from tilegen.lower.autograd import backward_overwrites, lower_autograd
 from tilegen.lower.descriptors import lower_descriptor_blocks
 from tilegen.lower.kernel import lower_kernel
-from tilegen.lower.launcher import LauncherRole, lower_launcher
+from tilegen.lower.launcher import LauncherRole, lower_launcher, planned_launch
 from tilegen.lower.names import printable
 from tilegen.lower.ordered import ordered_spec
 from tilegen.lower.passes import access_variant, kernel_spec, kernels_spec, module_spec
@@ -151,7 +151,8 @@ def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = (), deterministic: tuple
             uses = "TMA descriptors" if spec.access_style == "descriptor" else "block pointers"
             fallbacks = [_variant(spec, None, "pointers", "_POINTER_CONFIGS", None, uses)]
     fallback = fallbacks[0].launcher.call if fallbacks else None
-    rows = lower_rows(spec)  # rows too long for one tile: a second kernel that loops over them
+    # rows too long for one tile: a second kernel that loops over them, reached through this launcher's plan
+    rows = lower_rows(spec, fast=not planned_launch(spec, kernel, LauncherRole(fallback, grad=grad, over=over)))
     if rows is not None:
         fallbacks.append(rows.fallback)
     kernel = whole_pruned(spec, kernel)  # its autotuner prunes the configs whose tile would not fit

@@ -73,7 +73,9 @@ class LauncherRole:
     backward); either way, under torch.compile the launcher's first step hands the call to its
     custom op. None (a second launcher of the spec) checks nothing. ``over``: the inputs the spec's
     backward may write its gradients over (``in place of``); the launcher takes
-    ``inplace_backward=False``, passed to the Function.
+    ``inplace_backward=False``, passed to the Function. ``fast=False`` (a planned launcher that
+    only another's plan reaches: the looped kernel's, whose launch the spec's launcher keeps
+    under its own key) leaves out the launcher's own fast path: a direct call takes the full path.
     """
 
     fallback: str | None = None
@@ -84,6 +86,7 @@ class LauncherRole:
     docstring: str | None = None
     grad: str | None = None
     over: tuple[str, ...] = ()
+    fast: bool = True
 
 
 @dataclass(frozen=True)
@@ -241,7 +244,7 @@ def _passed(spec: m.Spec, sig: _Signature) -> str:
     return ", ".join([*given, *(f"{k}={k}" for k, _ in sig.keywords)])
 
 
-def _planned(spec: m.Spec, kernel: KernelPlan, role: LauncherRole) -> bool:
+def planned_launch(spec: m.Spec, kernel: KernelPlan, role: LauncherRole) -> bool:
     """Whether the launcher's full path, its op's fake implementation and its traced body are the
     runtime's (``Launch.run``, ``Launch.fake``, ``Launch.traced_call``) over the module's plan of a
     call (:func:`_plan`): a pointer kernel the runtime launches (finish kernels included), whose
@@ -252,7 +255,7 @@ def _planned(spec: m.Spec, kernel: KernelPlan, role: LauncherRole) -> bool:
 
 def _plan(spec: m.Spec, kernel: KernelPlan, role: LauncherRole, checks: list[Op], args: Arguments,
           fast: FastPath) -> tuple[Op, ...]:
-    """The body of the module's plan of a call of a planned launcher (:func:`_planned`): its checks,
+    """The body of the module's plan of a call of a planned launcher (:func:`planned_launch`): its checks,
     the looped launcher's plan for rows too long for one tile, new outputs, the kernel's arguments,
     and what the runtime's ``Launch`` needs of them (``_rt.Planned``): the launch, the device, the
     outputs, whether they are empty, the grid, the arguments, the constexprs, the outputs' shapes
@@ -363,7 +366,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
     )
     middle, _, _ = shape_checks(spec, name, role.rows)
     shared = role.grad is not None  # the spec's own launcher: its op's fake and traced body check alike
-    planned = _planned(spec, kernel, role)
+    planned = planned_launch(spec, kernel, role)
     checks = [*head, *middle]
     checked: tuple[Op, ...] = ()
     if shared and middle and not planned:
@@ -395,8 +398,10 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
     if planned:  # the full path, the fake and the traced body: the runtime's, over the module's plan
         assert fast_path is not None, "a planned launcher without its fast path"
         plan = _plan(spec, kernel, role, checks, args, fast_path)
-        body = [*_packed(spec), *_entry(spec, sig, role), *absent, *fast_path.ops, *(grad if routed else ()),
-                Line(f"return {launch_name(name)}.run({name}, fast_key, {_passed(spec, sig)})")]
+        fast_ops = fast_path.ops if role.fast else ()
+        key = "fast_key" if role.fast else "None"
+        body = [*_packed(spec), *_entry(spec, sig, role), *absent, *fast_ops, *(grad if routed else ()),
+                Line(f"return {launch_name(name)}.run({name}, {key}, {_passed(spec, sig)})")]
         traced = None
     switches = [*(["inplace: bool = False"] if spec.in_place else []),
                 *(["inplace_backward: bool = False"] if role.over else []),

@@ -36,11 +36,13 @@ class Rows:
     plan: RowsPlan
 
 
-def lower_rows(spec: m.Spec) -> Rows | None:
+def lower_rows(spec: m.Spec, fast: bool = True) -> Rows | None:
     """The looped kernel and launcher of ``spec`` (``_<kernel>_loops``, see :func:`loop_rows`),
     None where the rewrite does not take the spec. A tuned looped kernel gets the runtime's
     ``whole_fits`` as its autotuner's ``early_config_prune`` (as :func:`whole_pruned` gives the
-    one-tile kernel): no config whose tile would spill is compiled."""
+    one-tile kernel): no config whose tile would spill is compiled. ``fast=False`` where the
+    spec's launcher is planned, so its fast path keeps the looped launch too: the looped launcher
+    has none of its own (see :class:`LauncherRole`)."""
     looped = loop_rows(spec)
     if looped is None:
         return None
@@ -55,11 +57,13 @@ def lower_rows(spec: m.Spec) -> Rows | None:
     if loops.tune is not None:
         prune = f'_rt.whole_fits("{looped.block}", {rows})'
         loops = dataclasses.replace(loops, tune=dataclasses.replace(loops.tune, name="_LOOPS_CONFIGS", prune=prune))
-    launcher = lower_launcher(other, loops, LauncherRole(variant=VARIANT))
+    launcher = lower_launcher(other, loops, LauncherRole(variant=VARIANT, fast=fast))
     dim = looped.dim
     doc = (f"{spec.name.id}() where the rows are too long for one tile ({dim} > _WHOLE_LIMIT): the kernel of\n"
            f"{spec.path} with its whole axis in loops over tiles of {looped.block} (a keyword, default {chunk}).\n"
-           f"Called by {spec.name.id}(), after its checks.")
+           + (f"Called by {spec.name.id}(), after its checks." if fast else
+              f"{spec.name.id}() runs it through its plan, its fast path keeping the launch; "
+              "this one has no fast path."))
     if spec.tune is not None:
         doc += f" Its tune configs are those of {spec.name.id}() with the fewest rows per program."
     launcher = dataclasses.replace(launcher, docstring=doc)

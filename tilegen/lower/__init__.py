@@ -151,12 +151,13 @@ def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = (), deterministic: tuple
             uses = "TMA descriptors" if spec.access_style == "descriptor" else "block pointers"
             fallbacks = [_variant(spec, None, "pointers", "_POINTER_CONFIGS", None, uses)]
     fallback = fallbacks[0].launcher.call if fallbacks else None
+    role = LauncherRole(fallback, grad=grad, over=over)
     # rows too long for one tile: a second kernel that loops over them, reached through this launcher's plan
-    rows = lower_rows(spec, fast=not planned_launch(spec, kernel, LauncherRole(fallback, grad=grad, over=over)))
+    rows = lower_rows(spec, fast=not planned_launch(spec, kernel, role))
     if rows is not None:
         fallbacks.append(rows.fallback)
+        role = dataclasses.replace(role, rows=rows.plan)
     kernel = whole_pruned(spec, kernel)  # its autotuner prunes the configs whose tile would not fit
-    role = LauncherRole(fallback, rows=rows.plan if rows is not None else None, grad=grad, over=over)
     launcher = lower_launcher(spec, kernel, role)
     return _module(spec, kernel, launcher, fallbacks=tuple(fallbacks), rows=rows.plan if rows is not None else None,
                    backward=backward, written=written, deterministic=deterministic)

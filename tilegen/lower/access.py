@@ -307,9 +307,10 @@ class Access:
         key: LoadKey = (m.expr_key(expr), context, fill if guard is None else f"{fill} if {guard}")
         if key in state.loads:
             return state.loads[key]
-        across = state.loads.get((key[0], context[::-1], key[2])) if len(context) == 2 else None
-        if across is not None and across.isidentifier() and state.spec.access_style == "descriptor":
-            return f"{across}.T"  # the same tile loaded across: transposed, not read again"
+        if state.spec.access_style == "descriptor" and len(context) == 2:  # the same tile loaded across
+            across = state.loads.get((key[0], context[::-1], key[2]))
+            if across is not None and across.isidentifier():
+                return f"{across}.T"  # transposed, not read again
         assert ops is not None, f"{expr.tensor.id}: a load with nowhere to go"
         target = self.hoisted(expr, ops)
         if target is not ops:  # before a loop: every range of the loop reuses it

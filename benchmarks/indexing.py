@@ -123,7 +123,7 @@ def embedding_rows() -> list[dict]:
 def bincount_rows() -> list[dict]:
     module = _module("bincount")
     rows = []
-    for n, bins in ((1 << 20, 256), (10_000_019, 1000), (1 << 24, 65536)):
+    for n, bins in ((1 << 20, 256), (10_000_019, 1000), (4_000_037, 4096), (1 << 24, 65536)):
         x = torch.randint(0, bins, (n,), device="cuda")
         rows.append(_row("bincount", f"N={n} bins={bins}", torch.int64,
                          lambda x=x, bins=bins: module.bincount(x, bins),
@@ -134,7 +134,7 @@ def bincount_rows() -> list[dict]:
 def scatter_add_rows() -> list[dict]:
     module = _module("scatter_add")
     rows = []
-    for n, channels, extent in ((8192, 1024, 512), (4097, 333, 100)):
+    for n, channels, extent in ((8192, 1024, 512), (4097, 333, 100), (16384, 768, 50257)):
         index = torch.randint(0, extent, (n, channels), device="cuda")
         src = torch.randn(n, channels, device="cuda")
         rows.append(_row("scatter_add", f"N={n} C={channels} V={extent}", torch.float32,

@@ -122,34 +122,36 @@ def test_embedding_padding_idx_row_gets_no_gradient(generated, padding_idx):
     torch.testing.assert_close(reference, weight.grad)
 
 
-@pytest.mark.parametrize("block", [16, 64, 1024])
-def test_bincount_counts_each_value(generated, block):
-    """Into few bins (up to 1023) each program counts its lanes in a histogram and adds each bin
-    once; into more, each lane adds 1: the same counts either way, values outside the bins (both
-    signs) counted nowhere."""
+@pytest.mark.parametrize("config", range(5))
+def test_bincount_counts_each_value(generated, monkeypatch, config):
+    """At every config (64 to 8192 lanes a program): into few bins (up to 1023) each program counts
+    its lanes in a histogram and adds each bin once; into more, each lane adds 1: the same counts
+    either way, values outside the bins (both signs) counted nowhere."""
     module = generated("bincount")
+    force_config(monkeypatch, module, config)
     assert [module._rt.histogram_bins(b) for b in (1, 7, 31, 32, 1023, 1024)] == [32, 32, 32, 64, 1024, 0]
-    generator = torch.Generator().manual_seed(block)
+    generator = torch.Generator().manual_seed(config)
     for n, bins in ((1000, 7), (33, 50), (1, 1), (2000, 1023), (700, 1024), (3001, 3000)):
         x = _indices(n, bins, generator)
         keep = (x >= 0) & (x < bins)
         expected = torch.bincount(x[keep], minlength=bins)
-        got = module.bincount(x, bins, BN=block)
+        got = module.bincount(x, bins)
         assert got.dtype == torch.int64
         assert torch.equal(got, expected)
         assert torch.equal(module.reference(x, bins), expected)
 
 
-@pytest.mark.parametrize("blocks", [(16, 64), (4, 8), (1, 128)])
-def test_scatter_add_matches_torch_scatter_add(generated, blocks):
+@pytest.mark.parametrize("config", range(6))
+def test_scatter_add_matches_torch_scatter_add(generated, monkeypatch, config):
+    """At every config (a row of 512 columns a program to 16 rows of 64, the interpreter's 4 of 8)."""
     module = generated("scatter_add")
-    generator = torch.Generator().manual_seed(sum(blocks))
+    force_config(monkeypatch, module, config)
+    generator = torch.Generator().manual_seed(config)
     n, channels, extent = 45, 70, 9
     index = torch.randint(0, extent, (n, channels), generator=generator)
     src = torch.randn(n, channels, generator=generator)
     expected = torch.zeros(extent, channels).scatter_add_(0, index, src)
-    bt, bc = blocks
-    got = module.scatter_add(index, src, extent, BT=bt, BC=bc)
+    got = module.scatter_add(index, src, extent)
     torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-5)
     torch.testing.assert_close(module.reference(index, src, extent), expected, rtol=1e-6, atol=1e-5)
 

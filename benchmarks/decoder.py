@@ -2,21 +2,22 @@
 
 The model (a Llama-style decoder, as in nanoGPT's and Hugging Face's Llama): token embedding, then per
 layer ``x += attn(rms_norm(x))`` and ``x += mlp(rms_norm(x))``, a final rms_norm and a linear head,
-trained on the mean cross-entropy of the next token. The attention projects to q, k, v with one
-matmul, rotates q and k (rope, Hugging Face's ``rotate_half`` form), takes causal attention
+trained on the mean cross-entropy of the next token. Each residual add is taken with the
+rms_norm that follows it (``add_rms_norm``, Liger-Kernel's ``fused_add_rms_norm``). The attention
+projects to q, k, v with one matmul, rotates q and k (rope, Hugging Face's ``rotate_half`` form), takes causal attention
 (FlashAttention-2) and projects back; the MLP is SwiGLU (``down(silu(gate(x)) * up(x))``).
 
 Two implementations of the same math, chosen by :class:`Ops`:
 
-* :data:`TILEGEN`: the generated functions of ``specs/`` (``embedding``, ``rms_norm``,
-  ``matmul_fast`` for every linear layer, ``rope``, ``attention_causal``, ``swiglu``), each
-  differentiated by its backward specs (``backward ...`` in the spec), and the head's matmul with
+* :func:`tilegen_ops`: the generated functions of ``specs/`` (``embedding``, ``rms_norm``,
+  ``fused_add_rms_norm``, ``matmul_fast`` for every linear layer, ``rope``, ``attention_causal``,
+  ``swiglu``), each differentiated by its backward specs (``backward ...`` in the spec), and the head's matmul with
   the loss in chunks of tokens (``tilegen.nn.linear_cross_entropy``: cuBLAS and the
   ``cross_entropy`` specs, the [N, V] logits never whole);
-* :data:`TORCH`: torch eager (``F.embedding``, ``F.rms_norm``, ``@``, ``F.scaled_dot_product_attention``,
-  ``F.silu``, ``F.cross_entropy``).
+* :data:`TORCH`: torch eager (``F.embedding``, ``F.rms_norm`` (after ``+`` for a residual), ``@``,
+  ``F.scaled_dot_product_attention``, ``F.silu``, ``F.cross_entropy``).
 
-What stays torch in both: the glue between kernels (residual adds, views and transposes between
+What stays torch in both: the glue between kernels (views and transposes between
 the heads' layout and the rows', the mean of the per-token losses) and the optimizer.
 
 The data (:func:`corpus`) is the Python standard library's own ``.py`` sources as bytes (a
@@ -68,6 +69,8 @@ class Config:
 class Ops:
     """One implementation of every operation the model takes (see the module docstring). Shapes:
     ``embedding(idx i64[N], table [V, C]) -> [N, C]``; ``rms_norm(x [N, C], w [C], eps) -> [N, C]``;
+    ``add_rms_norm(x [N, C], residual [N, C], w [C], eps) -> (rms_norm(s, w, eps), s)``, ``s = x +
+    residual`` (the next residual);
     ``linear(x [N, K], w [K, M]) -> [N, M]``; ``rope(q [B, H, T, D], k [B, H, T, D], cos [B, T, D],
     sin [B, T, D]) -> (q, k)`` (each sequence's tables, as Hugging Face's); ``attention(q, k, v
     [B, H, T, D], scale) -> [B, H, T, D]`` (causal); ``swiglu(a [N, F], b [N, F]) -> [N, F]``;
@@ -78,6 +81,7 @@ class Ops:
     name: str
     embedding: Callable
     rms_norm: Callable
+    add_rms_norm: Callable
     linear: Callable
     rope: Callable
     attention: Callable
@@ -94,10 +98,16 @@ def _rope(q, k, cos, sin):
     return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
 
 
+def _add_rms_norm(x, residual, w, eps):
+    s = x + residual
+    return F.rms_norm(s, (s.shape[-1],), w, eps), s
+
+
 TORCH = Ops(
     "torch",
     embedding=F.embedding,
     rms_norm=lambda x, w, eps: F.rms_norm(x, (x.shape[-1],), w, eps),
+    add_rms_norm=_add_rms_norm,
     linear=lambda x, w: x @ w,
     rope=lambda q, k, cos, sin: _rope(q, k, cos.unsqueeze(1), sin.unsqueeze(1)),
     attention=lambda q, k, v, scale: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale),
@@ -125,6 +135,7 @@ def tilegen_ops(folder: Path = ROOT / "generated") -> Ops:
         "tilegen",
         embedding=kernel("embedding"),
         rms_norm=kernel("rms_norm"),
+        add_rms_norm=kernel("fused_add_rms_norm"),
         linear=kernel("matmul_fast"),
         rope=kernel("rope"),
         attention=attention,
@@ -178,18 +189,18 @@ def loss(ops: Ops, params: dict, idx: torch.Tensor, target: torch.Tensor, cfg: C
         return params[name].to(compute)
 
     cos, sin = (table[:t].to(compute).expand(b, t, d) for table in tables)  # shared by the batch: stride 0
-    x = ops.embedding(idx.reshape(-1), w("embedding"))  # [B * T, C]
+    x = ops.embedding(idx.reshape(-1), w("embedding"))  # [B * T, C]: the residual stream
+    h = ops.rms_norm(x, w("0.attn_norm"), cfg.eps)
     for i in range(cfg.layers):
-        h = ops.rms_norm(x, w(f"{i}.attn_norm"), cfg.eps)
         qkv = ops.linear(h, w(f"{i}.qkv")).view(b, t, 3, heads, d)
         q, k, v = (qkv[:, :, j].transpose(1, 2) for j in range(3))  # [B, H, T, D] views
         q, k = ops.rope(q, k, cos, sin)
         a = ops.attention(q, k, v, 1.0 / math.sqrt(d)).transpose(1, 2).reshape(b * t, cfg.dim)
-        x = x + ops.linear(a, w(f"{i}.out"))
-        h = ops.rms_norm(x, w(f"{i}.mlp_norm"), cfg.eps)
+        h, x = ops.add_rms_norm(ops.linear(a, w(f"{i}.out")), x, w(f"{i}.mlp_norm"), cfg.eps)
         gated = ops.swiglu(ops.linear(h, w(f"{i}.gate")), ops.linear(h, w(f"{i}.up")))
-        x = x + ops.linear(gated, w(f"{i}.down"))
-    return ops.head_loss(ops.rms_norm(x, w("norm"), cfg.eps), w("head"), target.reshape(-1))
+        norm = f"{i + 1}.attn_norm" if i + 1 < cfg.layers else "norm"  # the next layer's, or the last
+        h, x = ops.add_rms_norm(ops.linear(gated, w(f"{i}.down")), x, w(norm), cfg.eps)
+    return ops.head_loss(h, w("head"), target.reshape(-1))
 
 
 def corpus(limit: int | None = None) -> torch.Tensor:

@@ -1,13 +1,14 @@
 """A training step of benchmarks/decoder.py's model on the GPU, torch's ops and tilegen's kernels
-each eager, under torch.compile and under its ``mode="reduce-overhead"`` (CUDA graphs), every
-column in one process.
+each eager, under torch.compile and under its ``mode="reduce-overhead"`` (CUDA graphs), each
+column in a fresh process (so no column's compiled graphs or caches weigh on the next's host time).
 
 ``python benchmarks/model_step.py [OUT_DIR] [STEPS] [MODELS]`` (default ``benchmarks/results``,
 20, every model; ``MODELS`` a comma list such as ``small``) writes ``model_step_<device>.csv`` and
 prints it. A step is the loss's forward, its backward and
 an AdamW update, from float32 parameters computing in bfloat16 (``decoder.Config.compute``),
-synchronized, wall clock: what a training loop sees. ``first_ms`` is the first step in this
-process (torch.compile's compile, tilegen's tuning of new shapes); ``step_ms`` the median of the
+synchronized, wall clock: what a training loop sees. ``first_ms`` is the first step in the
+column's process (torch.compile's compile, tilegen's compiling and tuning of new shapes, from
+Triton's and tilegen's caches on disk as earlier columns left them); ``step_ms`` the median of the
 ``STEPS`` after three more; ``peak_mib`` the peak of ``torch.cuda.max_memory_allocated`` over the
 steps; ``vs_eager`` and ``vs_compile`` torch eager's and torch.compile's median step over this
 column's (above 1: faster than them). Models: the repository's small one (vocabulary 256), a
@@ -18,7 +19,9 @@ medium one (width 1024, 4 layers, 8 x 1024 tokens) and a Llama-like one (vocabul
 from __future__ import annotations
 
 import csv
+import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -63,27 +66,38 @@ def _steps(loss_fn, config: decoder.Config, batch: int, steps: int) -> tuple[flo
     return times[0], statistics.median(times[4:]), peak
 
 
+WAYS = ("torch eager", "torch torch.compile", "torch reduce-overhead",
+        "tilegen eager", "tilegen torch.compile", "tilegen reduce-overhead")
+
+
+def column(model: str, way: str, steps: int) -> tuple[float, float, float]:
+    """:func:`_steps` of one column (``way``, one of :data:`WAYS`) of ``model`` in this process."""
+    config, batch = MODELS[model]
+    tables = decoder.rope_tables(config, "cuda")
+    name, mode = way.split(" ", 1)
+    ops = decoder.TORCH if name == "torch" else decoder.tilegen_ops()
+
+    def eager(params, idx, target):
+        return decoder.loss(ops, params, idx, target, config, tables)
+
+    fn = {"eager": eager, "torch.compile": torch.compile(eager),
+          "reduce-overhead": torch.compile(eager, mode="reduce-overhead")}[mode]  # the last: CUDA graphs
+    return _steps(fn, config, batch, steps)
+
+
 def main(out: Path, steps: int, models: list[str]) -> None:
     device = torch.cuda.get_device_name()
     print(f"# {device}, torch {torch.__version__}, Triton {triton.__version__}")
     rows = []
     for model in models:
-        config, batch = MODELS[model]
-        tables = decoder.rope_tables(config, "cuda")
-        ways = {}
-        for name, ops in (("torch", decoder.TORCH), ("tilegen", decoder.tilegen_ops())):
-            def eager(params, idx, target, ops=ops, config=config, tables=tables):
-                return decoder.loss(ops, params, idx, target, config, tables)
-            ways[f"{name} eager"] = eager
-            ways[f"{name} torch.compile"] = torch.compile(eager)
-            ways[f"{name} reduce-overhead"] = torch.compile(eager, mode="reduce-overhead")  # CUDA graphs
         results = {}
-        for way, fn in ways.items():
-            try:
-                results[way] = _steps(fn, config, batch, steps)
-            except Exception as error:  # a column that fails says why, the others still run
-                print(f"{model} {way}: failed: {type(error).__name__}: {str(error).splitlines()[0][:200]}")
-                torch.cuda.empty_cache()
+        for way in WAYS:
+            run = subprocess.run([sys.executable, __file__, "--column", model, way, str(steps)],
+                                 capture_output=True, text=True)
+            if run.returncode != 0:  # a column that fails says why, the others still run
+                print(f"{model} {way}: failed: {(run.stderr.strip().splitlines() or ['?'])[-1][:200]}")
+                continue
+            results[way] = json.loads(run.stdout.strip().splitlines()[-1])
         base_eager, base_compile = results["torch eager"][1], results["torch torch.compile"][1]
         for way, (first, step, peak) in results.items():
             row = {"model": model, "way": way, "first_ms": round(first, 1), "step_ms": round(step, 2),
@@ -101,6 +115,9 @@ def main(out: Path, steps: int, models: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent / "results",
-         int(sys.argv[2]) if len(sys.argv) > 2 else 20,
-         sys.argv[3].split(",") if len(sys.argv) > 3 else list(MODELS))
+    if sys.argv[1:2] == ["--column"]:  # one column, in the process main() started for it
+        print(json.dumps(column(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
+    else:
+        main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent / "results",
+             int(sys.argv[2]) if len(sys.argv) > 2 else 20,
+             sys.argv[3].split(",") if len(sys.argv) > 3 else list(MODELS))

@@ -72,7 +72,14 @@ def fused_add_rms_norm_kernel(
     tl.store(y_ptrs, (normed.to(tl.float32) * (offset + weight.to(tl.float32))).to(T), mask=mask_rc)
 
 
-_tuner = _rt.Tuner("fused_add_rms_norm", "3a9010cbb512bede", _CONFIGS, default=0, fast=_FAST)
+_SHIPPED = {  # configs tuned ahead of time (fused_add_rms_norm.tuned.json): "<arch>|<sizes>" -> config
+    "sm_90|1024,torch.bfloat16": {"BM": 1, "num_warps": 4},
+    "sm_90|2048,torch.bfloat16": {"BM": 1, "num_warps": 4},
+    "sm_90|384,torch.bfloat16": {"BM": 4, "num_warps": 8},
+    "sm_90|4096,torch.bfloat16": {"BM": 1, "num_warps": 8},
+    "sm_90|8192,torch.bfloat16": {"BM": 1, "num_warps": 8},
+}
+_tuner = _rt.Tuner("fused_add_rms_norm", "3a9010cbb512bede", _CONFIGS, default=0, fast=_FAST, shipped=_SHIPPED)
 
 
 _fused_add_rms_norm_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("residual", "x", "M N"), ("weight", "x", "N"), ("eps", float), ("offset", float))

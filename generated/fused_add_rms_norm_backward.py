@@ -178,7 +178,14 @@ def fused_add_rms_norm_backward_finish_kernel(
     tl.store(dweight_ptr + offs_q * stride_dweight_elements, dweight_merged.to(T), mask=mask_q)
 
 
-_tuner = _rt.Tuner("fused_add_rms_norm_backward", "3071cf563b88339d", _CONFIGS, default=0, fast=_FAST)
+_SHIPPED = {  # configs tuned ahead of time (fused_add_rms_norm_backward.tuned.json): "<arch>|<sizes>" -> config
+    "sm_90|1024,torch.bfloat16": {"BM": 4, "num_stages": 2, "num_warps": 8},
+    "sm_90|2048,torch.bfloat16": {"BM": 4, "num_stages": 2, "num_warps": 8},
+    "sm_90|384,torch.bfloat16": {"BM": 1, "num_stages": 3, "num_warps": 4},
+    "sm_90|4096,torch.bfloat16": {"BM": 4, "num_stages": 2, "num_warps": 8},
+    "sm_90|8192,torch.bfloat16": {"BM": 1, "num_stages": 3, "num_warps": 8},
+}
+_tuner = _rt.Tuner("fused_add_rms_norm_backward", "3071cf563b88339d", _CONFIGS, default=0, fast=_FAST, shipped=_SHIPPED)
 
 
 _fused_add_rms_norm_backward_inputs = _rt.Inputs(("dy", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("ds", "dy", "M N"), ("weight", "dy", "N"), ("eps", float), ("s", "dy", "M N"), ("offset", float), whole=(("c", "N", 262144),))

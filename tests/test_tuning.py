@@ -410,6 +410,45 @@ def test_tune_save_writes_a_table_that_the_build_embeds(tmp_path, monkeypatch):
     assert runner.load_module(tmp_path / "plain" / "sum_dim1.py")._tuner.shipped == {}
 
 
+def test_tilegen_tune_save_tunes_a_derived_backward_and_the_build_embeds_its_table(tmp_path, monkeypatch):
+    """``tilegen tune --save`` on a spec whose backward is derived (fused_add_rms_norm): the
+    derived kernel is tuned at the same sizes as the forward (tuning itself faked here: the CLI
+    needs a GPU), each kernel's choice lands in its own table beside the spec, and the build embeds
+    the backward's table in the derived module."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from tests.conftest import ROOT
+    from tilegen import runner, runtime
+    from tilegen.build import build
+    from tilegen.cli import app
+
+    shutil.copy(ROOT / "specs" / "fused_add_rms_norm.tile", tmp_path / "fused_add_rms_norm.tile")
+    calls = []
+
+    def fake_tune(module, spec, sizes, device, dtypes=None):
+        calls.append((spec.name.id, module.__name__, sizes["M"], sizes["N"]))
+        config = {"BM": 4, "num_warps": 8, "num_stages": 2 if "backward" in spec.name.id else 1}
+        return [runner.TuneResult(spec.name.id, "NVIDIA H200|2048,torch.bfloat16", 3, config, False)]
+
+    monkeypatch.setattr(runner, "select_device", lambda: "cuda")
+    monkeypatch.setattr(runner, "tune_module", fake_tune)
+    monkeypatch.setattr(runtime, "device_arch", lambda device: "sm_90")
+    result = CliRunner().invoke(app, ["tune", str(tmp_path / "fused_add_rms_norm.tile"), "--size", "M=64",
+                                      "--size", "N=2048", "--save"])
+    assert result.exit_code == 0, result.output
+    assert [(name, m, n) for name, _, m, n in calls] == [
+        ("fused_add_rms_norm", 64, 2048), ("fused_add_rms_norm_backward", 64, 2048)]
+    forward = json.loads((tmp_path / "fused_add_rms_norm.tuned.json").read_text())
+    backward = json.loads((tmp_path / "fused_add_rms_norm_backward.tuned.json").read_text())
+    assert forward == {"sm_90|2048,torch.bfloat16": {"BM": 4, "num_warps": 8}}  # the keywords its configs write
+    assert backward == {"sm_90|2048,torch.bfloat16": {"BM": 4, "num_warps": 8, "num_stages": 2}}
+    build([tmp_path / "fused_add_rms_norm.tile"], tmp_path / "gen")
+    assert runner.load_module(tmp_path / "gen" / "fused_add_rms_norm_backward.py")._tuner.shipped == backward
+    assert runner.load_module(tmp_path / "gen" / "fused_add_rms_norm.py")._tuner.shipped == forward
+
+
 @pytest.mark.parametrize("text, message", [
     ('{"sm_90|4096": {"BM": 4},\n "sm_90|8192": {"BM": }}', "2:23: error: not JSON: Expecting value"),
     ('["sm_90|4096"]', "1:1: error: a table of tuned configs is a JSON object"),

@@ -316,9 +316,10 @@ def tune(
 
     Runs the launchers on random inputs with TILEGEN_TUNE=full: every autotune config is compiled and timed on the
     GPU and the fastest cached (TILEGEN_CACHE_DIR, else ~/.cache/tilegen), where later runs at the default quick
-    effort find it, for these sizes and as the nearest tuned sizes for others. With --save the choices also go into
-    the table shipped beside the spec (keyed by GPU architecture), which tilegen build embeds in the generated
-    module: quick tuning on any machine with such a GPU then starts from them. Needs a CUDA GPU.
+    effort find it, for these sizes and as the nearest tuned sizes for others. A derived backward's kernels are
+    tuned too, at the same sizes. With --save the choices also go into the table shipped beside the spec (one per
+    kernel, keyed by GPU architecture), which tilegen build embeds in the generated module: quick tuning on any
+    machine with such a GPU then starts from them. Needs a CUDA GPU.
     """
     from tilegen import bench as bench_mod
     from tilegen import runner
@@ -339,32 +340,48 @@ def tune(
     except SpecError as error:
         _fail(error.render())
     spec = check_file(spec_file)
+    # the spec's kernel, then its derived backward's (each module beside the others, as a build writes them)
+    kernels = [(spec, generated), *((check_model(parse(module.spec_text or "", spec_file.display)), module)
+                                    for module in generated.derived)]
     with tempfile.TemporaryDirectory() as tmp:
-        module_path = Path(tmp) / f"{generated.kernel}.py"
-        module_path.write_text(generated.source, encoding="utf-8")
-        module = runner.load_module(module_path)
-        try:
-            tuned = []
-            for number, point in enumerate(points, 1):
-                at = f" at {', '.join(f'{k}={v}' for k, v in point.items())} ({number}/{len(points)})" if sweep else ""
-                with err.status(f"tuning {spec.name.id}{at} (every config compiles and runs)"):
-                    tuned += runner.tune_module(module, spec, runner.default_sizes(spec, programs, point), device,
-                                                dtypes)
-        except KeyError as error:
-            _fail(f"error: {error.args[0] if error.args else error}")
-        except Exception as error:
-            _fail(f"error: tuning {spec.name.id} failed: {_one_line(error)}")
+        for _, module_source in kernels:
+            (Path(tmp) / f"{module_source.kernel}.py").write_text(module_source.source, encoding="utf-8")
+        for kernel, module_source in kernels:
+            if kernel is not spec and kernel.tune is None:  # a derived kernel without configs: nothing to tune
+                continue
+            _tune_kernel(runner.load_module(Path(tmp) / f"{module_source.kernel}.py"), kernel, points, programs,
+                         device, dtypes, spec_file.path.parent if save else None)
+
+
+def _tune_kernel(module: Any, spec: m.Spec, points: list[dict[str, int]], programs: int, device: str,
+                 dtypes: dict[str, str], save: Path | None) -> None:
+    """``tilegen tune`` of one kernel: its launcher in ``module`` tuned at each of ``points`` (the
+    sizes not given: ``programs`` tiles), the choices printed and, where ``save`` is a folder,
+    written into ``<kernel>.tuned.json`` there."""
+    from tilegen import runner
+
+    try:
+        tuned = []
+        for number, point in enumerate(points, 1):
+            where = ", ".join(f"{k}={v}" for k, v in point.items())
+            at = f" at {where} ({number}/{len(points)})" if len(points) > 1 else ""
+            with err.status(f"tuning {spec.name.id}{at} (every config compiles and runs)"):
+                tuned += runner.tune_module(module, spec, runner.default_sizes(spec, programs, point), device, dtypes)
+    except KeyError as error:
+        _fail(f"error: {error.args[0] if error.args else error}")
+    except Exception as error:
+        _fail(f"error: tuning {spec.name.id} failed: {_one_line(error)}")
     for result in tuned:
         how = "already cached" if result.cached else "tuned"
         out.print(f"{how:>14}  {result.kernel} at {result.key}: config {result.index} {result.config}", markup=False)
     out.print(f"cache: {module._tuner.path}", markup=False)
-    if save:
+    if save is not None:
         import torch
 
         from tilegen import tuned as tables
         from tilegen.runtime import device_arch
 
-        table = tables.table_path(spec_file.path.parent, spec.name.id)
+        table = tables.table_path(save, spec.name.id)
         try:
             tables.save_entries(table, runner.shipped_entries(spec, tuned, device_arch(torch.device("cuda"))))
         except SpecError as error:

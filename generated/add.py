@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_e2f263dbf4d31eea"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_1b9d945a37471bfd"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -70,6 +70,8 @@ def add(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Te
     """
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, y, BLOCK_SIZE=BLOCK_SIZE)
+    if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(y, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _add_apply(x, y, BLOCK_SIZE)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast = _FAST.get(fast_key := (
             "add",
@@ -80,13 +82,11 @@ def add(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Te
         ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (_grad_enabled() and (x.requires_grad or y.requires_grad)):
+    if fast is not None:
         launch, grid, device_index, device, args, _z_shape = fast
         z = torch.empty(*_z_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, z, *args)
         return z
-    if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(y, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
-        return _add_apply(x, y, BLOCK_SIZE)
     return _add_launch.run(add, fast_key, x, y, BLOCK_SIZE=BLOCK_SIZE)
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_e2f263dbf4d31eea"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_1b9d945a37471bfd"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -169,6 +169,8 @@ def attention_gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: floa
     """
     if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
         return _tuner.forcing("attention_gqa", config, lambda: attention_gqa(q, k, v, scale)) if config is not None else op(q, k, v, scale)
+    if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(v, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _attention_gqa_apply(q, k, v, scale)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast = _FAST.get(fast_key := (
             "attention_gqa",
@@ -180,15 +182,13 @@ def attention_gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: floa
         ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
+    if fast is not None:
         launch, grid, device_index, device, args, _o_shape, _lse_shape, descriptors = fast
         DT = q.dtype
         o = torch.empty(*_o_shape, device=device, dtype=DT)
         lse = torch.empty(*_lse_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, *_rebased(descriptors, (q, k, v, o, lse)), *args)
         return o, lse
-    if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(v, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
-        return _attention_gqa_apply(q, k, v, scale)
     device, DT, scale, B, H, S, D, HK = _attention_gqa_checked(q, k, v, scale)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

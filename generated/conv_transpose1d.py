@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_e2f263dbf4d31eea"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_1b9d945a37471bfd"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -149,6 +149,8 @@ def conv_transpose1d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None
     _bias_given = bias is not None
     if not _bias_given:  # left out: every element 0
         bias = _rt.absent(0.0, lambda: ((w.shape[1],), x.dtype, x.device))
+    if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(w, "requires_grad", False) or getattr(bias, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _conv_transpose1d_apply(x, w, bias if _bias_given else None, padding, dilation, stride, output_padding)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast = _FAST.get(fast_key := (
             "conv_transpose1d",
@@ -163,14 +165,12 @@ def conv_transpose1d(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None
         ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (_grad_enabled() and (x.requires_grad or w.requires_grad or bias.requires_grad)):
+    if fast is not None:
         launch, grid, device_index, device, args, _y_shape = fast
         T = x.dtype
         y = torch.empty(*_y_shape, device=device, dtype=T)
         launch(grid, device_index, x, w, bias, y, *args)
         return y
-    if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(w, "requires_grad", False) or getattr(bias, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
-        return _conv_transpose1d_apply(x, w, bias if _bias_given else None, padding, dilation, stride, output_padding)
     return _conv_transpose1d_launch.run(conv_transpose1d, fast_key, x, w, bias if _bias_given else None, padding, dilation, stride, output_padding)
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_e2f263dbf4d31eea"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_1b9d945a37471bfd"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -182,6 +182,8 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int 
     _weight_given = weight is not None
     if not _weight_given:  # left out: every element 1
         weight = _rt.absent(1.0, lambda: ((logits.shape[1],), torch.float32, logits.device))
+    if _grad_enabled() and (getattr(logits, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _cross_entropy_apply(logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight if _weight_given else None, inplace_backward)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast = _FAST.get(fast_key := (
             "cross_entropy",
@@ -196,14 +198,12 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int 
         ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (_grad_enabled() and (logits.requires_grad or weight.requires_grad)):
+    if fast is not None:
         launch, grid, device_index, device, args, _loss_shape, _lse_shape = fast
         loss = torch.empty(*_loss_shape, device=device, dtype=torch.float32)
         lse = torch.empty(*_lse_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, logits, target, weight, loss, lse, *args)
         return loss, lse
-    if _grad_enabled() and (getattr(logits, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
-        return _cross_entropy_apply(logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight if _weight_given else None, inplace_backward)
     device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_inputs("cross_entropy", logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
     if logits.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

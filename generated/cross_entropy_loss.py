@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_e2f263dbf4d31eea"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_1b9d945a37471bfd"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -141,6 +141,8 @@ def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, *, config: in
     """
     if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
         return _tuner.forcing("cross_entropy_loss", config, lambda: cross_entropy_loss(logits, target)) if config is not None else op(logits, target)
+    if _grad_enabled() and (getattr(logits, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _cross_entropy_loss_apply(logits, target)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast = _FAST.get(fast_key := (
             "cross_entropy_loss",
@@ -150,7 +152,7 @@ def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, *, config: in
         ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (_grad_enabled() and (logits.requires_grad)):
+    if fast is not None:
         launch, grid, device_index, device, args, _loss_partials_size, _loss_finish = fast
         loss = torch.empty((), device=device, dtype=torch.float32)
         loss_partials = torch.empty(_loss_partials_size, device=device, dtype=torch.float32)
@@ -158,8 +160,6 @@ def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, *, config: in
         finish, finish_grid, finish_args = _loss_finish
         finish(finish_grid, device_index, loss_partials, loss, *finish_args)
         return loss
-    if _grad_enabled() and (getattr(logits, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
-        return _cross_entropy_loss_apply(logits, target)
     return _cross_entropy_loss_launch.run(cross_entropy_loss, fast_key, logits, target)
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_e2f263dbf4d31eea"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_1b9d945a37471bfd"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -87,6 +87,8 @@ def embedding(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1, *,
     """
     if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
         return _tuner.forcing("embedding", config, lambda: embedding(idx, weight, padding_idx)) if config is not None else op(idx, weight, padding_idx)
+    if _grad_enabled() and (getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _embedding_apply(idx, weight, padding_idx)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast = _FAST.get(fast_key := (
             "embedding",
@@ -97,14 +99,12 @@ def embedding(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1, *,
         ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (_grad_enabled() and (weight.requires_grad)):
+    if fast is not None:
         launch, grid, device_index, device, args, _y_shape = fast
         T = weight.dtype
         y = torch.empty(*_y_shape, device=device, dtype=T)
         launch(grid, device_index, idx, weight, y, *args)
         return y
-    if _grad_enabled() and (getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
-        return _embedding_apply(idx, weight, padding_idx)
     return _embedding_launch.run(embedding, fast_key, idx, weight, padding_idx)
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_e2f263dbf4d31eea"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_1b9d945a37471bfd"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -115,6 +115,8 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     """
     if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
         return _tuner.forcing("fused_add_rms_norm", config, lambda: fused_add_rms_norm(x, residual, weight, eps, offset)) if config is not None else op(x, residual, weight, eps, offset)
+    if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(residual, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _fused_add_rms_norm_apply(x, residual, weight, eps, offset)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast = _FAST.get(fast_key := (
             "fused_add_rms_norm",
@@ -127,15 +129,13 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
         ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (_grad_enabled() and (x.requires_grad or residual.requires_grad or weight.requires_grad)):
+    if fast is not None:
         launch, grid, device_index, device, args, _y_shape, _s_shape = fast
         T = x.dtype
         y = torch.empty(*_y_shape, device=device, dtype=T)
         s = torch.empty(*_s_shape, device=device, dtype=T)
         launch(grid, device_index, x, residual, weight, y, s, *args)
         return y, s
-    if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(residual, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
-        return _fused_add_rms_norm_apply(x, residual, weight, eps, offset)
     return _fused_add_rms_norm_launch.run(fused_add_rms_norm, fast_key, x, residual, weight, eps, offset)
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_e2f263dbf4d31eea"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_1b9d945a37471bfd"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -306,6 +306,8 @@ def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int
     """
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, weight, bias, G, eps)
+    if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False) or getattr(bias, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _group_norm_apply(x, weight, bias, G, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast = _FAST.get(fast_key := (
             "group_norm",
@@ -318,15 +320,13 @@ def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int
         ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)):
+    if fast is not None:
         launch, grid, device_index, device, args, _y_shape = fast
         T = x.dtype
         y = torch.empty(*_y_shape, device=device, dtype=T)
         shift_reduced, square_reduced = _group_norm_shift(x, G)
         launch(grid, device_index, x, weight, bias, shift_reduced, square_reduced, y, *args)
         return y
-    if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False) or getattr(bias, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
-        return _group_norm_apply(x, weight, bias, G, eps)
     device, T, G, eps, B, C, H, W, C_over_G = _group_norm_checked(x, weight, bias, G, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_e2f263dbf4d31eea"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_1b9d945a37471bfd"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -142,6 +142,8 @@ def huber_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int 
     """
     if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
         return _tuner.forcing("huber_loss", config, lambda: huber_loss(predictions, targets)) if config is not None else op(predictions, targets)
+    if _grad_enabled() and (getattr(predictions, "requires_grad", False) or getattr(targets, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _huber_loss_apply(predictions, targets)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast = _FAST.get(fast_key := (
             "huber_loss",
@@ -151,7 +153,7 @@ def huber_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int 
         ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (_grad_enabled() and (predictions.requires_grad or targets.requires_grad)):
+    if fast is not None:
         launch, grid, device_index, device, args, _loss_partials_size, _loss_finish = fast
         loss = torch.empty((), device=device, dtype=torch.float32)
         loss_partials = torch.empty(_loss_partials_size, device=device, dtype=torch.float32)
@@ -159,8 +161,6 @@ def huber_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int 
         finish, finish_grid, finish_args = _loss_finish
         finish(finish_grid, device_index, loss_partials, loss, *finish_args)
         return loss
-    if _grad_enabled() and (getattr(predictions, "requires_grad", False) or getattr(targets, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
-        return _huber_loss_apply(predictions, targets)
     return _huber_loss_launch.run(huber_loss, fast_key, predictions, targets)
 
 

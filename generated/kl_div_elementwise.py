@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_e2f263dbf4d31eea"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_1b9d945a37471bfd"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -97,6 +97,8 @@ def kl_div_elementwise(student: torch.Tensor, teacher: torch.Tensor, log_target:
     """
     if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
         return _tuner.forcing("kl_div_elementwise", config, lambda: kl_div_elementwise(student, teacher, log_target)) if config is not None else op(student, teacher, log_target)
+    if _grad_enabled() and (getattr(student, "requires_grad", False) or getattr(teacher, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _kl_div_elementwise_apply(student, teacher, log_target)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast = _FAST.get(fast_key := (
             "kl_div_elementwise",
@@ -107,13 +109,11 @@ def kl_div_elementwise(student: torch.Tensor, teacher: torch.Tensor, log_target:
         ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (_grad_enabled() and (student.requires_grad or teacher.requires_grad)):
+    if fast is not None:
         launch, grid, device_index, device, args, _loss_shape = fast
         loss = torch.empty(*_loss_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, student, teacher, loss, *args)
         return loss
-    if _grad_enabled() and (getattr(student, "requires_grad", False) or getattr(teacher, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
-        return _kl_div_elementwise_apply(student, teacher, log_target)
     return _kl_div_elementwise_launch.run(kl_div_elementwise, fast_key, student, teacher, log_target)
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_e2f263dbf4d31eea"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_1b9d945a37471bfd"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -70,17 +70,17 @@ def l2_norm(x: torch.Tensor) -> torch.Tensor:
     """
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x)
+    if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _l2_norm_apply(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast = _FAST.get(fast_key := ("l2_norm", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device()))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (_grad_enabled() and (x.requires_grad)):
+    if fast is not None:
         launch, grid, device_index, device, args, _y_shape = fast
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, *args)
         return y
-    if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
-        return _l2_norm_apply(x)
     return _l2_norm_launch.run(l2_norm, fast_key, x)
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_e2f263dbf4d31eea"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_1b9d945a37471bfd"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -116,6 +116,8 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     """
     if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
         return _tuner.forcing("layer_norm", config, lambda: layer_norm(x, weight, bias, eps)) if config is not None else op(x, weight, bias, eps)
+    if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False) or getattr(bias, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _layer_norm_apply(x, weight, bias, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast = _FAST.get(fast_key := (
             "layer_norm",
@@ -127,7 +129,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
         ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)):
+    if fast is not None:
         launch, grid, device_index, device, args, _y_shape, _mu_shape, _rstd_shape = fast
         T = x.dtype
         y = torch.empty(*_y_shape, device=device, dtype=T)
@@ -135,8 +137,6 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
         rstd = torch.empty(*_rstd_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, weight, bias, y, mu, rstd, *args)
         return y, mu, rstd
-    if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False) or getattr(bias, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
-        return _layer_norm_apply(x, weight, bias, eps)
     return _layer_norm_launch.run(layer_norm, fast_key, x, weight, bias, eps)
 
 

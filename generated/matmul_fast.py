@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_e2f263dbf4d31eea"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_1b9d945a37471bfd"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -267,6 +267,8 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, conf
     """
     if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
         return _tuner.forcing("matmul_fast", config, lambda: matmul_fast(a, b, GROUP_SIZE_M=GROUP_SIZE_M)) if config is not None else op(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
+    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _matmul_fast_apply(a, b, GROUP_SIZE_M)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast = _FAST.get(fast_key := (
             "matmul_fast",
@@ -277,7 +279,7 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, conf
         ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad)):
+    if fast is not None:
         launch, grid, device_index, device, args, _c_shape, descriptors, parts, _partials_size = fast
         T = a.dtype
         c = torch.empty(*_c_shape, device=device, dtype=T)
@@ -286,8 +288,6 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, conf
         if parts > 1:  # partial sums over parts of the loop: added up
             _sum_partials(partials, c, parts)
         return c
-    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
-        return _matmul_fast_apply(a, b, GROUP_SIZE_M)
     device, T, M, K, N = _matmul_fast_inputs("matmul_fast", a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_e2f263dbf4d31eea"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_1b9d945a37471bfd"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -88,6 +88,8 @@ def paged_decode_attention_combine(o_part: torch.Tensor, lse: torch.Tensor) -> t
     """
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(o_part, lse)
+    if _grad_enabled() and (getattr(o_part, "requires_grad", False) or getattr(lse, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _paged_decode_attention_combine_apply(o_part, lse)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast = _FAST.get(fast_key := (
             "paged_decode_attention_combine",
@@ -97,14 +99,12 @@ def paged_decode_attention_combine(o_part: torch.Tensor, lse: torch.Tensor) -> t
         ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (_grad_enabled() and (o_part.requires_grad or lse.requires_grad)):
+    if fast is not None:
         launch, grid, device_index, device, args, _o_shape = fast
         DT = o_part.dtype
         o = torch.empty(*_o_shape, device=device, dtype=DT)
         launch(grid, device_index, o_part, lse, o, *args)
         return o
-    if _grad_enabled() and (getattr(o_part, "requires_grad", False) or getattr(lse, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
-        return _paged_decode_attention_combine_apply(o_part, lse)
     return _paged_decode_attention_combine_launch.run(paged_decode_attention_combine, fast_key, o_part, lse)
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_e2f263dbf4d31eea"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_1b9d945a37471bfd"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -107,6 +107,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1
     _weight_given = weight is not None
     if not _weight_given:  # left out: every element 1
         weight = _rt.absent(1.0, lambda: ((x.shape[1],), x.dtype, x.device))
+    if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _rms_norm_apply(x, weight if _weight_given else None, eps, offset)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast = _FAST.get(fast_key := (
             "rms_norm",
@@ -118,14 +120,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1
         ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (_grad_enabled() and (x.requires_grad or weight.requires_grad)):
+    if fast is not None:
         launch, grid, device_index, device, args, _y_shape = fast
         T = x.dtype
         y = torch.empty(*_y_shape, device=device, dtype=T)
         launch(grid, device_index, x, weight, y, *args)
         return y
-    if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
-        return _rms_norm_apply(x, weight if _weight_given else None, eps, offset)
     return _rms_norm_launch.run(rms_norm, fast_key, x, weight if _weight_given else None, eps, offset)
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_e2f263dbf4d31eea"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_1b9d945a37471bfd"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -109,6 +109,8 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
     """
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(q, k, cos, sin)
+    if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(cos, "requires_grad", False) or getattr(sin, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _rope_apply(q, k, cos, sin)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast = _FAST.get(fast_key := (
             "rope",
@@ -120,15 +122,13 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
         ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (_grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad)):
+    if fast is not None:
         launch, grid, device_index, device, args, _q_rotated_shape, _k_rotated_shape = fast
         T = q.dtype
         q_rotated = torch.empty(*_q_rotated_shape, device=device, dtype=T)
         k_rotated = torch.empty(*_k_rotated_shape, device=device, dtype=T)
         launch(grid, device_index, q, k, cos, sin, q_rotated, k_rotated, *args)
         return q_rotated, k_rotated
-    if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(cos, "requires_grad", False) or getattr(sin, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
-        return _rope_apply(q, k, cos, sin)
     return _rope_launch.run(rope, fast_key, q, k, cos, sin)
 
 

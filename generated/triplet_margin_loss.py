@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_e2f263dbf4d31eea"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_1b9d945a37471bfd"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -143,6 +143,8 @@ def triplet_margin_loss(anchor: torch.Tensor, positive: torch.Tensor, negative: 
     """
     if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
         return _tuner.forcing("triplet_margin_loss", config, lambda: triplet_margin_loss(anchor, positive, negative, margin)) if config is not None else op(anchor, positive, negative, margin)
+    if _grad_enabled() and (getattr(anchor, "requires_grad", False) or getattr(positive, "requires_grad", False) or getattr(negative, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _triplet_margin_loss_apply(anchor, positive, negative, margin)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast = _FAST.get(fast_key := (
             "triplet_margin_loss",
@@ -154,7 +156,7 @@ def triplet_margin_loss(anchor: torch.Tensor, positive: torch.Tensor, negative: 
         ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (_grad_enabled() and (anchor.requires_grad or positive.requires_grad or negative.requires_grad)):
+    if fast is not None:
         launch, grid, device_index, device, args, _loss_partials_size, _loss_finish = fast
         loss = torch.empty((), device=device, dtype=torch.float32)
         loss_partials = torch.empty(_loss_partials_size, device=device, dtype=torch.float32)
@@ -162,8 +164,6 @@ def triplet_margin_loss(anchor: torch.Tensor, positive: torch.Tensor, negative: 
         finish, finish_grid, finish_args = _loss_finish
         finish(finish_grid, device_index, loss_partials, loss, *finish_args)
         return loss
-    if _grad_enabled() and (getattr(anchor, "requires_grad", False) or getattr(positive, "requires_grad", False) or getattr(negative, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
-        return _triplet_margin_loss_apply(anchor, positive, negative, margin)
     return _triplet_margin_loss_launch.run(triplet_margin_loss, fast_key, anchor, positive, negative, margin)
 
 

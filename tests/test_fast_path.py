@@ -119,6 +119,41 @@ def test_an_input_requiring_grad_after_a_cached_call_is_recorded(generated):
         assert softmax.softmax(leaf).grad_fn is None
 
 
+class _Lookups(dict):
+    """A launcher's ``_FAST`` table that counts its lookups."""
+
+    looked = 0
+
+    def get(self, key, default=None):
+        self.looked += 1
+        return super().get(key, default)
+
+
+def test_a_call_autograd_records_goes_to_its_function_before_the_fast_paths_key(generated, monkeypatch):
+    """A launcher with a backward routes a call autograd records (grad mode on, an input requiring
+    grad) before it makes the fast path's key: the key is made once, by the launcher the Function
+    calls (grad mode off there), not also by the outer call; a spec without a backward still
+    refuses such a call, after its fast path and checks."""
+    rms = generated("rms_norm")
+    x, w = torch.randn(3, 40), torch.randn(40)
+    rms.rms_norm(x, w, 1e-6)  # kept
+    table = _Lookups(rms._FAST)
+    monkeypatch.setattr(rms, "_FAST", table)
+    leaf = x.clone().requires_grad_()
+    y = rms.rms_norm(leaf, w, 1e-6)
+    assert y.grad_fn is not None and table.looked == 1  # the Function's call only
+    y.backward(torch.ones_like(y))
+    torch.testing.assert_close(leaf.grad, torch.autograd.grad(rms.reference(leaf, w, 1e-6).sum(), leaf)[0])
+    with torch.no_grad():
+        rms.rms_norm(leaf, w, 1e-6)
+    assert table.looked == 2
+    argmax = generated("argmax_dim1")  # no backward, and a float input autograd could follow
+    values = torch.randn(2, 5, 7)
+    argmax.argmax_dim1(values)
+    with pytest.raises(RuntimeError, match="argmax_dim1"):
+        argmax.argmax_dim1(values.clone().requires_grad_())
+
+
 def test_keep_launch_keeps_nothing_for_a_trial_or_a_key_of_none_and_starts_afresh_when_full(monkeypatch):
     class Tuner:
         trial = type("Trial", (), {"pick": None})()

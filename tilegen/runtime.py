@@ -2084,13 +2084,28 @@ def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, in
         if optional_at:
             ctx.left_out = frozenset(n for n, i in optional_at if args[i] is None)
 
+    # the backward's values as slots of a list, each kernel's arguments and results as slot numbers:
+    # worked out once here, so that a call fills a list instead of building dicts
+    Plan: TypeAlias = tuple[list[tuple[str, list[int], list[int], bool]], list[int | None], int]
+
+    def slots_of(steps: Sequence[BackwardStep]) -> Plan:
+        slot = {n: i for i, n in enumerate((*saved, *scalars, *grads_in))}
+        plan, made = [], set()
+        for name, arguments, results, in_place in steps:
+            taken = [slot[a] for a in arguments]
+            made.update(at := [slot.setdefault(r, len(slot)) for r in results])
+            plan.append((name, taken, at, in_place))
+        # where each input's gradient lands (a kernel's result), if anywhere; how many slots in all
+        return plan, [slot[f"d{n}"] if slot.get(f"d{n}") in made else None for n in named], len(slot)
+
+    plans = {False: slots_of(backward), True: slots_of(deterministic)}
+    given = len(saved) + len(scalars) + len(grads_in)  # the slots a call fills before the kernels run
+
     def formula(ctx: Any, *grads: Any, eager: bool = False) -> Any:
-        values = dict(zip(saved, ctx.saved_tensors, strict=True))
-        values.update((n, getattr(ctx, n)) for n in scalars)
-        values.update(zip(grads_in, grads, strict=True))
-        given: dict[str, Any] = {}
-        ordered = deterministic and torch.are_deterministic_algorithms_enabled()
-        for name, arguments, results, in_place in deterministic if ordered else backward:
+        plan, found_at, size = plans[bool(deterministic) and torch.are_deterministic_algorithms_enabled()]
+        values: list[Any] = [*ctx.saved_tensors, *[getattr(ctx, n) for n in scalars], *grads]
+        values += [None] * (size - given)  # the kernels' results
+        for name, arguments, results, in_place in plan:
             module = sibling(file, name)
             passed = [values[a] for a in arguments]
             if not eager:
@@ -2099,11 +2114,14 @@ def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, in
                 got = getattr(module, name)(*passed, inplace=ctx.inplace)
             else:
                 got = getattr(module, name)(*passed)
-            got = dict(zip(results, got if len(results) > 1 else (got,), strict=True))
-            values.update(got)
-            given.update(got)
+            if len(results) == 1:
+                values[results[0]] = got
+            else:
+                for at, value in zip(results, got, strict=True):
+                    values[at] = value
         left_out = getattr(ctx, "left_out", ())
-        found = tuple(None if n in left_out else given.get(f"d{n}") for n in named)
+        found = tuple(None if at is None or n in left_out else values[at]
+                      for n, at in zip(named, found_at, strict=True))
         return found if len(found) > 1 else found[0]
 
     register_backward(op, formula, setup_context, file, (step[0] for step in (*backward, *deterministic)))
@@ -2111,6 +2129,8 @@ def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, in
     count = len(named)
 
     def forward(*args: Any) -> Any:
+        if not names:  # every argument the launcher's by position
+            return launcher(*args)
         return launcher(*args[:count], **dict(zip(names, args[count:], strict=True)))
 
     read = next((i for i, g in enumerate(grads_in) if g not in unread), 0)

@@ -92,10 +92,12 @@ def lower_fast_path(
     stages' values) launching ``kernel`` with ``pointers`` (its first arguments: tensors,
     descriptors, workspaces) and then ``args`` (the rest, constexprs included), taking
     ``keywords``; None for a kernel taking TMA descriptors and finish kernels. A call autograd
-    would record (grad mode on, one of the ``differentiable`` inputs requiring grad) takes the full
-    path. ``stages`` run first, each through its own launcher. On the H100 a softmax call at
-    8 x 512 costs 16.7 us on the host through it against 21.5 without, in one process (Triton's
-    launch of the compiled kernel alone is 5.4 us, torch.empty 2.2)."""
+    would record (grad mode on, one of the ``differentiable`` inputs requiring grad: given for a
+    spec without a backward, which refuses it after the checks) takes the full path; a spec with a
+    backward routes such a call to its Function before the fast path. ``stages`` run first, each
+    through its own launcher. On the H100 a softmax call at 8 x 512 costs 16.7 us on the host
+    through it against 21.5 without, in one process (Triton's launch of the compiled kernel alone
+    is 5.4 us, torch.empty 2.2)."""
     descriptors = tuple(a for a in pointers if a.endswith("_desc"))
     if descriptors and kernel.finishes:
         return None

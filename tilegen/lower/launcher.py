@@ -379,17 +379,18 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
     returns = ", ".join(t.name.id for t in spec.outputs)
     args = lower_arguments(spec, full, kernel, role.fallback, planned)
     launch = args.launch
+    # autograd's route goes before the fast path and the checks (the launcher its Function calls
+    # takes them: once a call), so the fast path need not ask; a spec without a backward refuses
+    # after the checks (a bad input's error comes first), and its fast path leaves such calls alone
+    routed = role.grad == "route"
     fast_path = lower_fast_path(spec, kernel, sig.keywords, launch.groups[0],
                                 tuple(a for group in launch.groups[1:] for a in group) + launch.constexprs,
-                                _differentiable(spec) if role.grad is not None else [], role.stages)
+                                _differentiable(spec) if role.grad == "refuse" else [], role.stages)
     route, without, staged = _routes(spec, role)
-    # autograd's route goes before the checks (the launcher its Function calls makes them: once a
-    # call); a spec without a backward refuses after them (a bad input's error comes first)
-    routed = role.grad == "route"
     grad = _autograd(spec, sig, role)
     absent = _absent(spec, name)
-    body = [*_packed(spec), *_entry(spec, sig, role), *absent, *(fast_path.ops if fast_path else ()),
-            *(grad if routed else ()), *head,
+    body = [*_packed(spec), *_entry(spec, sig, role), *absent, *(grad if routed else ()),
+            *(fast_path.ops if fast_path else ()), *head,
             *(() if routed else grad), device_guard, *middle, *route, *made, _nothing(spec), *without, *staged,
             *args.flags[:args.whole], *args.setup, *args.flags[args.whole:]]
     body += launch_ops(full, kernel, name, launch, sig.call, role.variant, fast_path)
@@ -400,7 +401,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         plan = _plan(spec, kernel, role, checks, args, fast_path)
         fast_ops = fast_path.ops if role.fast else ()
         key = "fast_key" if role.fast else "None"
-        body = [*_packed(spec), *_entry(spec, sig, role), *absent, *fast_ops, *(grad if routed else ()),
+        body = [*_packed(spec), *_entry(spec, sig, role), *absent, *(grad if routed else ()), *fast_ops,
                 Line(f"return {launch_name(name)}.run({name}, {key}, {_passed(spec, sig)})")]
         traced = None
     switches = [*(["inplace: bool = False"] if spec.in_place else []),

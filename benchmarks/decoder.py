@@ -3,17 +3,19 @@
 The model (a Llama-style decoder, as in nanoGPT's and Hugging Face's Llama): token embedding, then per
 layer ``x += attn(rms_norm(x))`` and ``x += mlp(rms_norm(x))``, a final rms_norm and a linear head,
 trained on the mean cross-entropy of the next token. Each residual add is taken with the
-rms_norm that follows it (``add_rms_norm``, Liger-Kernel's ``fused_add_rms_norm``). The attention
-projects to q, k, v with one matmul, rotates q and k (rope, Hugging Face's ``rotate_half`` form), takes causal attention
-(FlashAttention-2) and projects back; the MLP is SwiGLU (``down(silu(gate(x)) * up(x))``).
+rms_norm that follows it (``add_rms_norm``, Liger-Kernel's ``fused_add_rms_norm``). The
+attention projects to q, k, v with one matmul, rotates q and k (rope, Hugging Face's
+``rotate_half`` form), takes causal attention (FlashAttention-2) and projects back; the MLP is
+SwiGLU (``down(silu(gate(x)) * up(x))``).
 
 Two implementations of the same math, chosen by :class:`Ops`:
 
 * :func:`tilegen_ops`: the generated functions of ``specs/`` (``embedding``, ``rms_norm``,
   ``fused_add_rms_norm``, ``matmul_fast`` for every linear layer, ``rope``, ``attention_causal``,
-  ``swiglu``), each differentiated by its backward specs (``backward ...`` in the spec), and the head's matmul with
-  the loss in chunks of tokens (``tilegen.nn.linear_cross_entropy``: cuBLAS and the
-  ``cross_entropy`` specs, the [N, V] logits never whole);
+  ``swiglu``), each differentiated by its backward specs (``backward ...`` in the spec, or the
+  derived one), and the head's matmul with the loss in chunks of tokens
+  (``tilegen.nn.linear_cross_entropy``: cuBLAS and the ``cross_entropy`` specs, the [N, V] logits
+  never whole);
 * :data:`TORCH`: torch eager (``F.embedding``, ``F.rms_norm`` (after ``+`` for a residual), ``@``,
   ``F.scaled_dot_product_attention``, ``F.silu``, ``F.cross_entropy``).
 

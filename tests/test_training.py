@@ -1,7 +1,7 @@
 """A model that trains on tilegen kernels: the small decoder of benchmarks/decoder.py (embedding,
 rms_norm, fused_add_rms_norm, matmul_fast for every linear layer, rope, causal attention, SwiGLU,
-cross-entropy, each differentiated by its backward specs) trains a few AdamW steps in Triton's interpreter on bytes
-of the standard library's sources, and every step's loss equals that of the same model in torch
+cross-entropy, each differentiated by its backward specs) trains a few AdamW steps in Triton's
+interpreter on bytes of the standard library's sources, and every step's loss equals that of the same model in torch
 eager, from the same initial weights on the same batches; a training step compiled with
 ``torch.compile(fullgraph=True)`` through the tilegen ops gives the same loss and gradients."""
 

@@ -2128,9 +2128,7 @@ def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, in
     names = (*keywords, *(("inplace_backward",) if over else ()))
     count = len(named)
 
-    def forward(*args: Any) -> Any:
-        if not names:  # every argument the launcher's by position
-            return launcher(*args)
+    def forward(*args: Any) -> Any:  # the launcher's keywords, passed last by position
         return launcher(*args[:count], **dict(zip(names, args[count:], strict=True)))
 
     read = next((i for i, g in enumerate(grads_in) if g not in unread), 0)
@@ -2151,7 +2149,7 @@ def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, in
     title = "".join(part.capitalize() for part in getattr(launcher, "__name__", "kernel").split("_"))
     function = type(f"_{title}Autograd", (torch.autograd.Function,), {
         "__doc__": f"{getattr(launcher, '__name__', 'the launcher')}() as autograd records an eager call.",
-        "forward": staticmethod(forward),
+        "forward": staticmethod(forward if names else launcher),  # without keywords: the launcher itself
         "setup_context": staticmethod(eager_setup),
         "backward": staticmethod(eager_backward),
     })

@@ -9,11 +9,15 @@ an AdamW update, from float32 parameters computing in bfloat16 (``decoder.Config
 synchronized, wall clock: what a training loop sees. ``first_ms`` is the first step in the
 column's process (torch.compile's compile, tilegen's compiling and tuning of new shapes, from
 Triton's and tilegen's caches on disk as earlier columns left them); ``step_ms`` the median of the
-``STEPS`` after three more; ``peak_mib`` the peak of ``torch.cuda.max_memory_allocated`` over the
-steps; ``vs_eager`` and ``vs_compile`` torch eager's and torch.compile's median step over this
-column's (above 1: faster than them). Models: the repository's small one (vocabulary 256), a
-medium one (width 1024, 4 layers, 8 x 1024 tokens) and a Llama-like one (vocabulary 32000, width
-2048, 2 layers, 4 x 2048 tokens).
+``STEPS`` after three more; ``tokens_per_s`` the tokens of a step over its median time; ``peak_mib``
+the peak of ``torch.cuda.max_memory_allocated`` over the steps; ``vs_eager`` and ``vs_compile``
+torch eager's and torch.compile's median step over this column's (above 1: faster than them);
+``peak_vs_compile`` this column's peak memory over torch.compile's. Models: the repository's small
+one (vocabulary 256), a medium one (width 1024, 4 layers, 8 x 1024 tokens), a Llama-like one
+(vocabulary 32000, width 2048, 2 layers, 4 x 2048 tokens) and Llama-3-8B's layer shapes (vocabulary
+128256, width 4096, 32 heads of 128, MLP 14336, 6 layers, 2 x 2048 tokens; multi-head attention
+where the real model's keys and values have 8 heads). A plot of tokens/s per model and column goes
+beside the CSV (``.png``).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ MODELS = {
                               compute="bfloat16"), 8),
     "llama_like": (decoder.Config(vocab=32000, dim=2048, heads=16, layers=2, hidden=5632, context=2048,
                                   compute="bfloat16"), 4),
+    "llama3_8b": (decoder.Config(vocab=128256, dim=4096, heads=32, layers=6, hidden=14336, context=2048,
+                                 compute="bfloat16"), 2),
 }
 
 
@@ -98,11 +104,15 @@ def main(out: Path, steps: int, models: list[str]) -> None:
                 print(f"{model} {way}: failed: {(run.stderr.strip().splitlines() or ['?'])[-1][:200]}")
                 continue
             results[way] = json.loads(run.stdout.strip().splitlines()[-1])
-        base_eager, base_compile = results["torch eager"][1], results["torch torch.compile"][1]
+        nan = (float("nan"),) * 3  # a baseline that failed (out of memory): no ratios to it
+        base_eager, base_compile = results.get("torch eager", nan)[1], results.get("torch torch.compile", nan)[1]
         for way, (first, step, peak) in results.items():
+            config, batch = MODELS[model]
             row = {"model": model, "way": way, "first_ms": round(first, 1), "step_ms": round(step, 2),
-                   "peak_mib": round(peak), "vs_eager": round(base_eager / step, 2),
-                   "vs_compile": round(base_compile / step, 2)}
+                   "tokens_per_s": round(batch * config.context / step * 1e3), "peak_mib": round(peak),
+                   "vs_eager": round(base_eager / step, 2),
+                   "vs_compile": round(base_compile / step, 2),
+                   "peak_vs_compile": round(peak / results.get("torch torch.compile", nan)[2], 2)}
             print(", ".join(f"{k}={v}" for k, v in row.items()), flush=True)
             rows.append(row)
     out.mkdir(parents=True, exist_ok=True)
@@ -112,6 +122,33 @@ def main(out: Path, steps: int, models: list[str]) -> None:
         writer.writeheader()
         writer.writerows(rows)
     print(f"wrote {path}")
+    print(f"wrote {plot(path, rows, device)}")
+
+
+def plot(path: Path, rows: list[dict], device: str) -> Path:
+    """Draw ``rows`` (:func:`main`'s) as grouped bars of tokens/s, a group per model and a bar per
+    column, each labelled with its ratio to torch.compile; writes ``path`` with the suffix ``.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(dict.fromkeys(row["model"] for row in rows))
+    figure, axes = plt.subplots(1, len(models), figsize=(4 * len(models), 4.5), squeeze=False)
+    for ax, model in zip(axes[0], models, strict=True):
+        mine = [row for row in rows if row["model"] == model]
+        bars = ax.bar(range(len(mine)), [row["tokens_per_s"] / 1e3 for row in mine],
+                      color=["tab:gray" if row["way"].startswith("torch") else "tab:blue" for row in mine])
+        ax.bar_label(bars, [f"{row['vs_compile']:.2f}x" for row in mine], fontsize=7)
+        ax.set_xticks(range(len(mine)), [row["way"].replace(" ", "\n", 1) for row in mine], fontsize=7)
+        ax.set_title(model, fontsize=10)
+        ax.set_ylabel("thousand tokens/s (label: vs torch.compile)", fontsize=8)
+    figure.suptitle(f"training step, bf16, AdamW: {device}, torch {torch.__version__}, Triton {triton.__version__}",
+                    fontsize=10)
+    out = path.with_suffix(".png")
+    figure.savefig(out, dpi=110, bbox_inches="tight")
+    plt.close(figure)
+    return out
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_abd212784c3ec52a"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_173cc3fdb0cf2237"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -148,5 +148,5 @@ op = _rt.register_op("avg_pool1d", "435704224d4b650c", avg_pool1d, _avg_pool1d_l
 
 
 _avg_pool1d_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, avg_pool1d, __file__, ("x", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"), ("y",), backward=(("avg_pool1d_backward", ("dy", "x", "kernel_size", "stride", "padding", "count_include_pad"), ("dx",), False),), saved=("x",), scalars=("kernel_size", "stride", "padding", "count_include_pad"), keywords=("BL",),
+    op, avg_pool1d, __file__, ("x", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"), ("y",), backward=(("avg_pool1d_backward", ("dy", "x", "kernel_size", "stride", "padding", "count_include_pad"), ("dx",), False),), saved=("x",), shapes=("x",), scalars=("kernel_size", "stride", "padding", "count_include_pad"), keywords=("BL",),
 )

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_abd212784c3ec52a"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_173cc3fdb0cf2237"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -124,5 +124,5 @@ op = _rt.register_op("embedding", "3639e382b0944081", embedding, _embedding_laun
 
 
 _embedding_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, embedding, __file__, ("idx", "weight", "padding_idx"), ("y",), backward=(("embedding_backward_first", ("idx", "weight"), ("first",), False), ("embedding_backward_sum", ("idx", "first", "dy", "padding_idx"), ("partial",), False), ("embedding_backward_rows", ("idx", "first", "partial", "weight"), ("dweight",), False)), deterministic=(("embedding_backward_deterministic", ("idx", "dy", "weight", "padding_idx"), ("dweight",), False),), saved=("idx", "weight"), scalars=("padding_idx",),
+    op, embedding, __file__, ("idx", "weight", "padding_idx"), ("y",), backward=(("embedding_backward_first", ("idx", "weight"), ("first",), False), ("embedding_backward_sum", ("idx", "first", "dy", "padding_idx"), ("partial",), False), ("embedding_backward_rows", ("idx", "first", "partial", "weight"), ("dweight",), False)), deterministic=(("embedding_backward_deterministic", ("idx", "dy", "weight", "padding_idx"), ("dweight",), False),), saved=("idx", "weight"), shapes=("weight",), scalars=("padding_idx",),
 )

@@ -100,6 +100,36 @@ def test_embedding_trains_like_torch_through_the_scatter(generated):
         torch.testing.assert_close(ours, weight.grad, **tolerance)
 
 
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_embedding_keeps_no_table_for_its_backward(generated, deterministic):
+    """The backward reads no element of the table (only its shape and dtype size dweight), so the
+    graph holds a one-element stand-in: a table cast for the step (``w.to(bf16)``, as a model's) is
+    freed once the forward's caller drops it, and the gradient through the cast is still torch's."""
+    import weakref
+
+    module = generated("embedding")
+    generator = torch.Generator().manual_seed(11)
+    idx = torch.randint(0, 13, (29,), generator=generator)
+    master = torch.randn(13, 40, generator=generator).requires_grad_()
+    upstream = torch.randn(29, 40, generator=generator)
+    table = master.to(torch.bfloat16)
+    freed = weakref.ref(table)
+    y = module.embedding(idx, table)
+    del table
+    assert freed() is None  # nothing in y's graph keeps the [13, 40] cast alive
+    saved = [t for t in y.grad_fn.saved_tensors if t.dtype == torch.bfloat16]
+    assert [t.shape for t in saved] == [(13, 40)] and saved[0].untyped_storage().nbytes() == 2
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(deterministic)  # the deterministic backward takes the table too
+    try:
+        (y.float() * upstream).sum().backward()
+    finally:
+        torch.use_deterministic_algorithms(before)
+    ours, master.grad = master.grad, None
+    (torch.nn.functional.embedding(idx, master.to(torch.bfloat16)).float() * upstream).sum().backward()
+    torch.testing.assert_close(ours, master.grad, rtol=1e-2, atol=1e-2)
+
+
 @pytest.mark.parametrize("padding_idx", [0, 5, 12])
 def test_embedding_padding_idx_row_gets_no_gradient(generated, padding_idx):
     """F.embedding's padding_idx: the forward reads that row as any other, its gradient stays zero

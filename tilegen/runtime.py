@@ -2038,7 +2038,7 @@ def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, in
              outputs: Sequence[str], backward: Sequence[BackwardStep], saved: Sequence[str] = (),
              scalars: Sequence[str] = (), keywords: Sequence[str] = (), over: Sequence[str] = (),
              unread: Sequence[str] = (), optional: Sequence[str] = (),
-             deterministic: Sequence[BackwardStep] = ()) -> Callable[..., Any]:
+             deterministic: Sequence[BackwardStep] = (), shapes: Sequence[str] = ()) -> Callable[..., Any]:
     """The autograd formula of a spec with a backward, from what its module declares: registered on
     ``op`` (:func:`register_backward`), and returned as the apply (:func:`autograd_apply`) of a
     ``torch.autograd.Function`` over ``launcher`` that the launcher calls for an eager call autograd
@@ -2059,7 +2059,8 @@ def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, in
     ``optional``: the optional inputs (``in weight: T[N] = 1``); one the call left out (None) gets
     no gradient, and the backward's kernels get None for it too. ``deterministic``: the kernels run
     instead of ``backward``'s where ``torch.are_deterministic_algorithms_enabled()`` (a spec's
-    ``backward deterministic`` line).
+    ``backward deterministic`` line). ``shapes``: the saved tensors the backward's kernels take for
+    their shape, dtype and device alone; a :func:`stand_in` of each is saved, not the tensor.
     """
     named, made = tuple(inputs), tuple(outputs)
     grads_in = tuple(f"d{n}" for n in made)
@@ -2069,6 +2070,7 @@ def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, in
     # where each saved tensor and scalar is in (the inputs, the outputs): found once, not per call
     places = {n: (0, i) for i, n in enumerate(named)} | {n: (1, i) for i, n in enumerate(made)}
     saved_at, scalars_at = [places[n] for n in saved], [(n, places[n][1]) for n in scalars]
+    stand_ins = [saved.index(n) for n in shapes]
     optional_at = [(n, named.index(n)) for n in optional]
     single = len(made) == 1
 
@@ -2076,7 +2078,10 @@ def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, in
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any, keyword_only_inputs: object = None) -> None:
         args = inputs
         both = (args, (output,) if single else output)
-        ctx.save_for_backward(*[both[side][i] for side, i in saved_at])
+        kept = [both[side][i] for side, i in saved_at]
+        for at in stand_ins:
+            kept[at] = stand_in(kept[at])
+        ctx.save_for_backward(*kept)
         for n, i in scalars_at:  # the scalars are inputs
             setattr(ctx, n, args[i])
         if over:
@@ -2154,6 +2159,14 @@ def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, in
         "backward": staticmethod(eager_backward),
     })
     return autograd_apply(function)
+
+
+def stand_in(tensor: torch.Tensor | None) -> torch.Tensor | None:
+    """A tensor with ``tensor``'s shape, dtype and device over one element (every stride 0), for a
+    backward that reads no element of it (:func:`autograd`'s ``shapes``): saving it in place of
+    ``tensor`` lets ``tensor`` be freed before the backward (embedding's table: its size in bytes
+    for the whole step). None stays None (an optional input left out)."""
+    return None if tensor is None else tensor.new_empty(()).expand(tensor.shape)
 
 
 def overwritten(*tensors: torch.Tensor) -> None:

@@ -200,9 +200,14 @@ class _LinearCrossEntropy(torch.autograd.Function):
                                "its gradients were made in the forward and scaled in place by the first")
         ctx.scaled = True
         dh, dw, db = ctx.saved_tensors
-        for grad in (dh, dw, db):  # in place: a scaled copy of dweight would double the peak memory
-            if grad is not None:
-                grad.mul_(dloss.to(grad.dtype))
+        if torch.compiler.is_compiling():  # out of place: Inductor fuses the scale into what reads the
+            # gradient next (a parameter's cast back to float32); in place, functionalization copies
+            # each scaled gradient back into its saved buffer (two more passes over dweight)
+            dh, dw, db = (None if g is None else g * dloss.to(g.dtype) for g in (dh, dw, db))
+        else:  # in place: a scaled copy of dweight would double the peak memory
+            for grad in (dh, dw, db):
+                if grad is not None:
+                    grad.mul_(dloss.to(grad.dtype))
         return dh, dw, None, db, None, None, None, None, None, None, None, None, None, None
 
 

@@ -180,6 +180,38 @@ def test_under_torch_compile_one_graph():
         torch.testing.assert_close(grad, want)
 
 
+def test_under_torch_compile_a_transposed_heads_gradient_stays_in_its_memory_order():
+    """A [H, V] head passed as head.T, several chunks, under torch.compile: every [V, H] tensor of
+    the forward and backward graphs AOTAutograd hands its compiler is column-major, a view of an
+    [H, V] row-major one (the chunks' products are added in the weight's memory order). Added
+    through a transposed view, functionalization made the sum row-major [V, H], which then took a
+    whole transposing copy to reach the head (4 ms a step at Llama-3-8B's head on an H200). The
+    loss and gradient are torch's."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    h, w, _, target = _inputs(12, 8, 30, seed=9)
+    graphs = []
+
+    def keep(graph, _):
+        graphs.append(graph)
+        return make_boxed_func(graph.forward)
+
+    backend = aot_autograd(fw_compiler=keep, bw_compiler=keep)
+    compiled = torch.compile(linear_cross_entropy, fullgraph=True, backend=backend)
+    head = w.T.contiguous().requires_grad_()  # [H, V], row-major
+    loss = compiled(h, head.T, target, chunk_rows=4)
+    loss.backward()
+    values = [node.meta.get("val") for graph in graphs for node in graph.graph.nodes if node.op == "call_function"]
+    layouts = {v.stride() for v in values if isinstance(v, torch.Tensor) and tuple(v.shape) == (30, 8)}
+    assert len(graphs) == 2 and layouts == {(1, 30)}
+    reference = head.detach().clone().requires_grad_()
+    expected = F.cross_entropy(h @ reference, target)
+    expected.backward()
+    torch.testing.assert_close(loss.detach(), expected.detach())
+    torch.testing.assert_close(head.grad, reference.grad)
+
+
 @pytest.mark.skipif(os.environ.get("TILEGEN_TEST_GPU") != "1" or not torch.cuda.is_available(),
                     reason="a GPU test: TILEGEN_TEST_GPU=1 on a machine with CUDA")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -105,6 +105,17 @@ def _weight_product(dlogits: torch.Tensor, h: torch.Tensor, weight: torch.Tensor
     return dlogits.T @ h
 
 
+def _add_weight_product(dw: torch.Tensor, dlogits: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """``dw += dlogits.T @ h`` in place, written in ``dw``'s memory order (:func:`_weight_product`'s):
+    for a column-major ``dw`` through its transpose, row-major, so that the product lands in it
+    without a transposing copy (which functionalization makes under torch.compile)."""
+    if dw.stride(0) == 1 and dw.stride(1) != 1:
+        dw.T.addmm_(h.T, dlogits)
+    else:
+        dw.addmm_(dlogits.T, h)
+    return dw
+
+
 def _logits(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """``h @ weight.T + bias``: a chunk's logits, one cuBLAS matmul."""
     return h @ weight.T if bias is None else torch.addmm(bias, h, weight.T)
@@ -179,7 +190,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 product = _weight_product(dlogits, h_c, weight).to(accumulate)
                 dw = product if dw is None else dw.add_(product)
             elif want_w:  # accumulated in the weight's dtype, as Liger-Kernel does by default
-                dw = _weight_product(dlogits, h_c, weight) if dw is None else dw.addmm_(dlogits.T, h_c)
+                dw = _weight_product(dlogits, h_c, weight) if dw is None else _add_weight_product(dw, dlogits, h_c)
             if db is not None:
                 db += dlogits.sum(0, dtype=torch.float32)
         if want_w and dw is None:  # no rows: no chunk
@@ -201,8 +212,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
         ctx.scaled = True
         dh, dw, db = ctx.saved_tensors
         if torch.compiler.is_compiling():  # out of place: Inductor fuses the scale into what reads the
-            # gradient next (a parameter's cast back to float32); in place, functionalization copies
-            # each scaled gradient back into its saved buffer (two more passes over dweight)
+            # gradient next (a bf16 head's cast back to its float32 parameter: one kernel), where an
+            # in-place scale of a saved tensor is a mutation functionalization has to replay
             dh, dw, db = (None if g is None else g * dloss.to(g.dtype) for g in (dh, dw, db))
         else:  # in place: a scaled copy of dweight would double the peak memory
             for grad in (dh, dw, db):

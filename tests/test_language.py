@@ -183,6 +183,21 @@ def test_a_tiled_bound_without_a_block_is_an_error(access, bounds):
     assert f"bad.tile:6:9: error: '{bounds}' is for tiled axes: 'i over N by B {bounds}'" in errors(text)
 
 
+@pytest.mark.parametrize("access", ["pointers", "descriptor", "block_ptr"])
+def test_a_tensor_input_never_read_is_refused_where_each_tensor_is_a_descriptor(access):
+    """An input only declared (``y`` unread) would become a TMA descriptor or block pointer of no
+    tile, whose launch failed inside Triton ("rank mismatch"); the checker names it instead. Through
+    pointers it is a pointer the kernel never follows: valid."""
+    text = ADD.replace("grid  i over N by BS", f"grid  i over N by BS\n  access {access}")
+    text = text.replace("z[i] = x[i] + y[i]", "z[i] = x[i] * 2")
+    if access == "pointers":
+        check(parse(text, "ok.tile"))
+        return
+    made = "TMA descriptor" if access == "descriptor" else "block pointer"
+    assert (f"bad.tile:3:7: error: input tensor 'y' is never read; 'access {access}' passes each tensor as a {made} "
+            f"of the tiles the body reads: read it, remove it, or write 'access pointers'") in errors(text)
+
+
 def test_a_reduction_over_an_unmasked_axis_without_a_block_is_an_error():
     text = """\
 kernel rows

@@ -30,6 +30,7 @@ from tilegen.check.body import check_body
 from tilegen.check.declarations import check_declarations
 from tilegen.check.expressions import DOT_ACCUMULATORS
 from tilegen.check.in_place import check_in_place, check_in_place_declarations
+from tilegen.check.indexing import check_unread_arrays
 from tilegen.check.ordered import check_deterministic
 from tilegen.check.schedule import check_chunks, check_pieces, check_split, check_split_tail
 from tilegen.check.state import (
@@ -84,6 +85,7 @@ def check_state(spec: m.Spec) -> CheckState:
         check_chunks(state)
         check_in_place(state)
         check_deterministic(state)
+        check_unread_arrays(state)
     for tensor in spec.outputs:
         if tensor.name.id not in state.written:
             state.errors.error(f"output tensor '{tensor.name.id}' is never written", tensor.name.span)

@@ -405,3 +405,20 @@ def check_atomic_store(state: CheckState, store: m.Store) -> None:
             f"race: update every value with '{text}' (the output starts at its declared value)",
             other[0].span,
         )
+
+
+def check_unread_arrays(state: CheckState) -> None:
+    """Under ``access descriptor`` or ``access block_ptr`` every tensor input must be read by the
+    body: the launcher makes each tensor a TMA descriptor (or block pointer) of the tiles the body
+    accesses, which a tensor never accessed has none of (its launch failed with Triton's "rank
+    mismatch"). A scalar input, and a tensor read through pointers, need no such thing."""
+    style = state.spec.access_style
+    if style == "pointers":
+        return
+    read = {e.tensor.id for stmt in m.statements(state.spec.body) for e in m.accesses(stmt)}
+    made = "TMA descriptor" if style == "descriptor" else "block pointer"
+    for tensor in state.spec.inputs:
+        if not tensor.is_scalar and tensor.name.id not in read:
+            state.errors.error(
+                f"input tensor '{tensor.name.id}' is never read; 'access {style}' passes each tensor as a {made} "
+                f"of the tiles the body reads: read it, remove it, or write 'access pointers'", tensor.name.span)

@@ -122,29 +122,32 @@ def main(out: Path, steps: int, models: list[str]) -> None:
         writer.writeheader()
         writer.writerows(rows)
     print(f"wrote {path}")
-    print(f"wrote {plot(path, rows, device)}")
+    print(f"wrote {plot(path, rows, f'{device}, torch {torch.__version__}, Triton {triton.__version__}')}")
 
 
-def plot(path: Path, rows: list[dict], device: str) -> Path:
-    """Draw ``rows`` (:func:`main`'s) as grouped bars of tokens/s, a group per model and a bar per
-    column, each labelled with its ratio to torch.compile; writes ``path`` with the suffix ``.png``."""
+def plot(path: Path, rows: list[dict], where: str) -> Path:
+    """Draw ``rows`` (:func:`main`'s; ``tokens_per_s`` and ``vs_compile`` numbers) as grouped bars
+    of tokens/s, a group per model and a bar per column, each labelled with its ratio to
+    torch.compile, titled with ``where`` (the device and versions); writes ``path`` with the suffix
+    ``.png``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     models = list(dict.fromkeys(row["model"] for row in rows))
-    figure, axes = plt.subplots(1, len(models), figsize=(4 * len(models), 4.5), squeeze=False)
+    figure, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4.5), squeeze=False)
+    short = {"eager": "eager", "torch.compile": "compile", "reduce-overhead": "CUDA graphs"}
     for ax, model in zip(axes[0], models, strict=True):
         mine = [row for row in rows if row["model"] == model]
         bars = ax.bar(range(len(mine)), [row["tokens_per_s"] / 1e3 for row in mine],
                       color=["tab:gray" if row["way"].startswith("torch") else "tab:blue" for row in mine])
         ax.bar_label(bars, [f"{row['vs_compile']:.2f}x" for row in mine], fontsize=7)
-        ax.set_xticks(range(len(mine)), [row["way"].replace(" ", "\n", 1) for row in mine], fontsize=7)
+        names = [row["way"].split(" ", 1) for row in mine]
+        ax.set_xticks(range(len(mine)), [f"{name}\n{short[mode]}" for name, mode in names], fontsize=7)
         ax.set_title(model, fontsize=10)
         ax.set_ylabel("thousand tokens/s (label: vs torch.compile)", fontsize=8)
-    figure.suptitle(f"training step, bf16, AdamW: {device}, torch {torch.__version__}, Triton {triton.__version__}",
-                    fontsize=10)
+    figure.suptitle(f"training step, bf16, AdamW: {where}", fontsize=10)
     out = path.with_suffix(".png")
     figure.savefig(out, dpi=110, bbox_inches="tight")
     plt.close(figure)

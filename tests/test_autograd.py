@@ -353,6 +353,24 @@ def test_a_backward_may_name_the_sizes_its_own_way_consistently():
             compile_spec(FORWARD.format(name="k_backward"), "k.tile", {"k_backward": (bad, "k_backward.tile")}.get)
 
 
+@pytest.mark.parametrize(("inputs", "body", "stand_in"), [
+    ("dy: f32[M, N]\n  in  x: f32[M, N]", "dx[r, c] = dy[r, c] * 2", True),  # x sizes dx alone
+    ("dy: f32[M, N]\n  in  x: f32[M, N]", "dx[r, c] = dy[r, c] * x[r, c]", False),
+    ("dy: f32[M, N]\n  in  x: f32[M, N]", "dx[r, c] = dy[r, c] where x[r, c] > 0", False),  # read by a guard
+    ("dy: f32[M, N]\n  in  y: f32[M, N]", "dx[r, c] = dy[r, c] * 2", True),  # an output saved for its shape
+])
+def test_a_tensor_the_backward_reads_no_element_of_is_saved_as_a_stand_in(inputs, body, stand_in):
+    """The forward's autograd declares ``shapes=`` for the saved tensors no backward kernel names in
+    its grid or body (it saves a one-element stand-in of each, tilegen.runtime.stand_in); a tensor
+    read anywhere, a store's guard included, is saved whole."""
+    backward = BACKWARD.format(inputs=inputs, outputs="dx: f32[M, N]", body=body)
+    built = compile_spec(FORWARD.format(name="k_backward"), "k.tile", {"k_backward": (backward, "k_backward.tile")}.get)
+    saved = inputs.split("in  ")[1].split(":")[0]
+    declared = re.search(r"saved=\(([^)]*)\)(?:, shapes=\(([^)]*)\))?", built.source)
+    assert f'"{saved}"' in declared.group(1)
+    assert (declared.group(2) is not None and f'"{saved}"' in declared.group(2)) == stand_in
+
+
 PIPELINE = """kernel k_{name}
   in  {inputs}
   out {outputs}

@@ -371,6 +371,61 @@ def test_a_tensor_the_backward_reads_no_element_of_is_saved_as_a_stand_in(inputs
     assert (declared.group(2) is not None and f'"{saved}"' in declared.group(2)) == stand_in
 
 
+TYPED = """kernel k
+  dtype T in f16, bf16, f32
+  in  x: T[M, N]
+  out y: T[M, N]
+  block BM = 2
+  backward k_backward
+  grid  r over M by BM, c over N whole
+  y[r, c] = T(f32(x[r, c]) * f32(x[r, c]))
+"""
+
+TYPED_BACKWARD = """kernel k_backward
+  dtype {var} in {options}
+  in  dy: {dy}[M, N]
+  in  x: {x}[M, N]
+  out dx: {var}[M, N]
+  block BM = 2
+  grid  r over M by BM, c over N whole
+  dx[r, c] = {var}(2 * f32(x[r, c]) * f32(dy[r, c]))
+"""
+
+
+def test_a_backward_may_name_its_dtype_variables_its_own_way_consistently():
+    """A backward's ``dtype S`` stands for the forward's ``T`` as its sizes may stand for the
+    forward's: the same at every place, and S lists every dtype T may be. The gradient is right."""
+    ok = TYPED_BACKWARD.format(var="S", options="f16, bf16, f32", dy="S", x="S")
+    built = compile_spec(TYPED, "k.tile", {"k_backward": (ok, "k_backward.tile")}.get)
+    assert built.backward == ("k_backward",)
+    for bad, message in [
+        (TYPED_BACKWARD.format(var="S", options="f16, f32", dy="S", x="S"),
+         r"takes 'dy' as S\[M, N\], but the gradient of 'y' is T\[M, N\] here \('S' lists f16, f32; 'T' may be "
+         r"f16, bf16, f32\)"),
+        (TYPED_BACKWARD.format(var="S", options="f16, bf16, f32", dy="S", x="f32"), r"takes 'x' as f32\[M, N\]"),
+    ]:
+        with pytest.raises(SpecError, match=message):
+            compile_spec(TYPED, "k.tile", {"k_backward": (bad, "k_backward.tile")}.get)
+
+
+def test_a_backward_with_its_own_dtype_variable_trains(tmp_path):
+    """Built and run: the forward's T is bf16 or f32, the backward's S follows it; x.grad is torch's."""
+    from tilegen.runner import load_module
+
+    ok = TYPED_BACKWARD.format(var="S", options="f16, bf16, f32", dy="S", x="S")
+    (tmp_path / "k.tile").write_text(TYPED)
+    (tmp_path / "k_backward.tile").write_text(ok)
+    from tilegen.build import build
+
+    build([tmp_path], tmp_path / "out")
+    module = load_module(tmp_path / "out" / "k.py")
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(5, 7).to(dtype).requires_grad_()
+        module.k(x).float().sum().backward()
+        assert x.grad.dtype == dtype
+        torch.testing.assert_close(x.grad.float(), 2 * x.detach().float(), rtol=1e-2, atol=1e-2)
+
+
 PIPELINE = """kernel k_{name}
   in  {inputs}
   out {outputs}

@@ -6,7 +6,8 @@ and tested like any other; the forward's generated module registers it with torc
 
 * an input named as a tensor or scalar of the forward (``y``, ``x``, ``eps``) is that value, saved
   by the forward call (same dtype and shape; a backward may name the sizes otherwise, each of its
-  names standing for one of the forward's throughout, :class:`_Sizes`);
+  names standing for one of the forward's throughout, and its dtype variables too, each standing
+  for one of the forward's dtypes throughout and listing all of its options, :class:`_Sizes`);
 * an input ``d<out>`` for a forward output ``out`` is the gradient of ``out`` (same dtype and
   shape as ``out``, as torch's gradients are);
 * each output ``d<in>`` is the gradient of the forward's tensor input ``in`` (same dtype and shape,
@@ -53,26 +54,57 @@ def _typed(tensor: m.Tensor) -> str:
 
 
 class _Sizes:
-    """One backward kernel's size names as the forward's. A spec names its own sizes, so a backward
-    may call a dimension otherwise (``conv2d_backward_dbias``'s ``dy: T[N, O, H_out, W_out]`` serves
-    ``conv2d_depthwise``'s ``y: T[N, C, H_out, W_out]``), as long as each of its names stands for
-    one of the forward's, the same at every place, and no two for one."""
+    """One backward kernel's size names and dtype variables as the forward's. A spec names its own
+    sizes, so a backward may call a dimension otherwise (``conv2d_backward_dbias``'s ``dy: T[N, O,
+    H_out, W_out]`` serves ``conv2d_depthwise``'s ``y: T[N, C, H_out, W_out]``), as long as each of
+    its names stands for one of the forward's, the same at every place, and no two for one. A
+    dtype variable of the backward (``dtype S in f16, bf16, f32``) likewise stands for one of the
+    forward's dtypes (its ``T``, or ``f32``), the same at every place, and lists every option that
+    one has; two of the backward's may stand for one of the forward's."""
 
-    def __init__(self) -> None:
+    def __init__(self, forward_spec: m.Spec, backward_spec: m.Spec) -> None:
         self.forward: dict[str, str] = {}  # a backward's size -> the forward's
         self.backward: dict[str, str] = {}  # and back
+        self.dtypes: dict[str, str] = {}  # a backward's dtype variable -> the forward's dtype
+        self.specs = forward_spec, backward_spec
+
+    def _dtype_fits(self, ours: m.Name, theirs: str, like: m.Tensor) -> bool:
+        """Whether the backward's dtype ``ours`` stands for the forward's ``theirs`` (``like``'s, or
+        the float32 of a widened gradient), binding a dtype variable of the backward on first use."""
+        forward_spec, backward_spec = self.specs
+        if not any(v.name.id == ours.id for v in backward_spec.dtype_vars):
+            return ours.id == theirs
+        if self.dtypes.setdefault(ours.id, theirs) != theirs:
+            return False
+        wanted = forward_spec.dtype_options(like.dtype) if theirs == like.dtype.id else (theirs,)
+        return set(wanted) <= set(backward_spec.dtype_options(ours))
+
+    def why(self, like: m.Tensor, tensor: m.Tensor) -> str:
+        """Where ``tensor``'s dtype is a variable of the backward that lists fewer dtypes than
+        ``like``'s may be: `` ('S' lists f16, f32; 'T' may be f16, bf16, f32)``; else ``""``."""
+        forward_spec, backward_spec = self.specs
+        if not any(v.name.id == tensor.dtype.id for v in backward_spec.dtype_vars):
+            return ""
+        ours, theirs = backward_spec.dtype_options(tensor.dtype), forward_spec.dtype_options(like.dtype)
+        if set(theirs) <= set(ours):
+            return ""
+        return f" ('{tensor.dtype.id}' lists {', '.join(ours)}; '{like.dtype.id}' may be {', '.join(theirs)})"
 
     def fit(self, like: m.Tensor, tensor: m.Tensor, dtype: str | None = None) -> bool:
         """Whether ``tensor`` (the backward's) has ``like``'s dtype (or ``dtype``) and shape, its
-        sizes renamed consistently with the earlier tensors; the renaming grows where it does."""
-        if tensor.dtype.id != (dtype or like.dtype.id) or len(like.dims) != len(tensor.dims) \
+        sizes and dtype variables renamed consistently with the earlier tensors; the renaming grows
+        where it does."""
+        dtypes = dict(self.dtypes)
+        if not self._dtype_fits(tensor.dtype, dtype or like.dtype.id, like) or len(like.dims) != len(tensor.dims) \
                 or like.is_scalar != tensor.is_scalar:
+            self.dtypes = dtypes
             return False
         forward, backward = dict(self.forward), dict(self.backward)
         for ours, theirs in zip(_shape(tensor), _shape(like), strict=True):
             literal = ours[0].isdigit() or theirs[0].isdigit()
             if (ours != theirs) if literal else (forward.setdefault(ours, theirs) != theirs
                                                  or backward.setdefault(theirs, ours) != ours):
+                self.dtypes = dtypes
                 return False
         self.forward, self.backward = forward, backward
         return True
@@ -104,7 +136,7 @@ def check_backward(spec: m.Spec, find: Finder | None) -> tuple[m.Spec, ...]:
     made: dict[str, tuple[m.Tensor, m.Name]] = {}  # an earlier backward's output -> it, the kernel
     read: set[str] = set()
     for name, backward in found:
-        sizes = _Sizes()
+        sizes = _Sizes(spec, backward)
         for tensor in backward.inputs:
             key = tensor.name.id
             read.add(key)
@@ -119,7 +151,7 @@ def check_backward(spec: m.Spec, find: Finder | None) -> tuple[m.Spec, ...]:
                 what = (f"the gradient of '{like.name.id}'" if key in outputs and key not in forward
                         else f"'{key}' of backward '{made[key][1].id}'" if key in made else f"'{key}'")
                 errors.error(f"backward '{name.id}' takes '{key}' as {_typed(tensor)}, but {what} is "
-                             f"{_typed(like)} here", name.span)
+                             f"{_typed(like)} here{'' if key in made else sizes.why(like, tensor)}", name.span)
         for tensor in backward.outputs:
             key = tensor.name.id
             like = inputs.get(key)
@@ -131,7 +163,7 @@ def check_backward(spec: m.Spec, find: Finder | None) -> tuple[m.Spec, ...]:
                              f"is named d<input> ({', '.join(inputs) or 'none: no tensor input'})", name.span)
             elif like is not None and not sizes.fit(like, tensor) and not _widened(like, tensor, spec, sizes):
                 errors.error(f"backward '{name.id}' returns '{key}' as {_typed(tensor)}, but '{like.name.id}' is "
-                             f"{_typed(like)}", name.span)
+                             f"{_typed(like)}{sizes.why(like, tensor)}", name.span)
             made[key] = (tensor, name)
     for key, (_, name) in made.items():
         if key not in inputs and key not in read:

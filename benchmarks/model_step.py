@@ -105,14 +105,15 @@ def main(out: Path, steps: int, models: list[str]) -> None:
                 continue
             results[way] = json.loads(run.stdout.strip().splitlines()[-1])
         nan = (float("nan"),) * 3  # a baseline that failed (out of memory): no ratios to it
-        base_eager, base_compile = results.get("torch eager", nan)[1], results.get("torch torch.compile", nan)[1]
+        base_eager = results.get("torch eager", nan)[1]
+        _, base_compile, base_peak = results.get("torch torch.compile", nan)
+        config, batch = MODELS[model]
         for way, (first, step, peak) in results.items():
-            config, batch = MODELS[model]
             row = {"model": model, "way": way, "first_ms": round(first, 1), "step_ms": round(step, 2),
                    "tokens_per_s": round(batch * config.context / step * 1e3), "peak_mib": round(peak),
                    "vs_eager": round(base_eager / step, 2),
                    "vs_compile": round(base_compile / step, 2),
-                   "peak_vs_compile": round(peak / results.get("torch torch.compile", nan)[2], 2)}
+                   "peak_vs_compile": round(peak / base_peak, 2)}
             print(", ".join(f"{k}={v}" for k, v in row.items()), flush=True)
             rows.append(row)
     out.mkdir(parents=True, exist_ok=True)

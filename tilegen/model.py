@@ -950,6 +950,29 @@ def accesses(stmt: Stmt) -> Iterator[Store | Load]:
             assert_never(stmt)
 
 
+def tensors_read(body: tuple[Stmt, ...]) -> set[str]:
+    """The tensors ``body`` loads from anywhere: in its values and store guards, in a gather's or
+    scatter's index tile, in an offset index's arithmetic (``values[offsets[b] + l, d]``)."""
+    found: set[str] = set()
+
+    def visit(expr: Expr) -> None:
+        for sub in subexpressions(expr):
+            if isinstance(sub, Load):
+                found.add(sub.tensor.id)
+                for item in sub.index:
+                    if not isinstance(item, Name | Number | Load):  # an offset index (its loads: not walked above)
+                        visit(item)
+
+    for stmt in statements(body):
+        for value in values(stmt):
+            visit(value)
+        if isinstance(stmt, Store):
+            for item in stmt.index:
+                if not isinstance(item, Name | Number):
+                    visit(item)
+    return found
+
+
 def expr_key(expr: Expr | Name) -> tuple[object, ...]:
     """A hashable form of an expression without its source spans: two occurrences of
     ``n <= m`` in a spec have the same key."""

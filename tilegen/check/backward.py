@@ -67,23 +67,23 @@ class _Sizes:
         self.backward: dict[str, str] = {}  # and back
         self.dtypes: dict[str, str] = {}  # a backward's dtype variable -> the forward's dtype
         self.specs = forward_spec, backward_spec
+        self.variables = {v.name.id for v in backward_spec.dtype_vars}
 
-    def _dtype_fits(self, ours: m.Name, theirs: str, like: m.Tensor) -> bool:
+    def _dtype_fits(self, dtypes: dict[str, str], ours: m.Name, theirs: str, like: m.Tensor) -> bool:
         """Whether the backward's dtype ``ours`` stands for the forward's ``theirs`` (``like``'s, or
-        the float32 of a widened gradient), binding a dtype variable of the backward on first use."""
-        forward_spec, backward_spec = self.specs
-        if not any(v.name.id == ours.id for v in backward_spec.dtype_vars):
+        the float32 of a widened gradient), binding a dtype variable of the backward in ``dtypes``
+        on first use."""
+        if ours.id not in self.variables:
             return ours.id == theirs
-        if self.dtypes.setdefault(ours.id, theirs) != theirs:
-            return False
+        forward_spec, backward_spec = self.specs
         wanted = forward_spec.dtype_options(like.dtype) if theirs == like.dtype.id else (theirs,)
-        return set(wanted) <= set(backward_spec.dtype_options(ours))
+        return dtypes.setdefault(ours.id, theirs) == theirs and set(wanted) <= set(backward_spec.dtype_options(ours))
 
     def why(self, like: m.Tensor, tensor: m.Tensor) -> str:
         """Where ``tensor``'s dtype is a variable of the backward that lists fewer dtypes than
         ``like``'s may be: `` ('S' lists f16, f32; 'T' may be f16, bf16, f32)``; else ``""``."""
         forward_spec, backward_spec = self.specs
-        if not any(v.name.id == tensor.dtype.id for v in backward_spec.dtype_vars):
+        if tensor.dtype.id not in self.variables:
             return ""
         ours, theirs = backward_spec.dtype_options(tensor.dtype), forward_spec.dtype_options(like.dtype)
         if set(theirs) <= set(ours):
@@ -95,18 +95,16 @@ class _Sizes:
         sizes and dtype variables renamed consistently with the earlier tensors; the renaming grows
         where it does."""
         dtypes = dict(self.dtypes)
-        if not self._dtype_fits(tensor.dtype, dtype or like.dtype.id, like) or len(like.dims) != len(tensor.dims) \
-                or like.is_scalar != tensor.is_scalar:
-            self.dtypes = dtypes
+        if not self._dtype_fits(dtypes, tensor.dtype, dtype or like.dtype.id, like) \
+                or len(like.dims) != len(tensor.dims) or like.is_scalar != tensor.is_scalar:
             return False
         forward, backward = dict(self.forward), dict(self.backward)
         for ours, theirs in zip(_shape(tensor), _shape(like), strict=True):
             literal = ours[0].isdigit() or theirs[0].isdigit()
             if (ours != theirs) if literal else (forward.setdefault(ours, theirs) != theirs
                                                  or backward.setdefault(theirs, ours) != ours):
-                self.dtypes = dtypes
                 return False
-        self.forward, self.backward = forward, backward
+        self.forward, self.backward, self.dtypes = forward, backward, dtypes
         return True
 
 

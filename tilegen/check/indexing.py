@@ -415,7 +415,7 @@ def check_unread_arrays(state: CheckState) -> None:
     style = state.spec.access_style
     if style == "pointers":
         return
-    read = {e.tensor.id for stmt in m.statements(state.spec.body) for e in m.accesses(stmt)}
+    read = m.tensors_read(state.spec.body)
     made = "TMA descriptor" if style == "descriptor" else "block pointer"
     for tensor in state.spec.inputs:
         if not tensor.is_scalar and tensor.name.id not in read:

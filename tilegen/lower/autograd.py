@@ -24,8 +24,7 @@ The rules that make the two specs fit are :mod:`tilegen.check.backward`'s.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from tilegen import model as m
 from tilegen.lower.names import tuple_text
@@ -57,25 +56,12 @@ def unread_grads(spec: m.Spec, backward: tuple[m.Spec, ...]) -> tuple[str, ...]:
     return unread if len(grads) - len(unread) == 1 else ()
 
 
-def _names(node: object) -> Iterator[str]:
-    """Every identifier inside ``node`` (a statement, an axis: any of the model's dataclasses, or a
-    tuple of them)."""
-    if isinstance(node, m.Name):
-        yield node.id
-    elif isinstance(node, tuple):
-        for item in node:
-            yield from _names(item)
-    elif dataclasses.is_dataclass(node) and not isinstance(node, m.Span):
-        for field in dataclasses.fields(node):
-            yield from _names(getattr(node, field.name))
-
-
 def shape_only(backward: tuple[m.Spec, ...], saved: Iterable[str]) -> tuple[str, ...]:
-    """The tensors of ``saved`` that no kernel of ``backward`` names in its grid or body, nor writes
-    over: those kernels take them for their shape, dtype and device alone (embedding's ``weight``,
-    which sizes ``dweight``). The forward saves a stand-in of one element instead
+    """The tensors of ``saved`` that no kernel of ``backward`` loads from (:func:`m.tensors_read`)
+    nor writes over: those kernels take them for their shape, dtype and device alone (embedding's
+    ``weight``, which sizes ``dweight``). The forward saves a stand-in of one element instead
     (``tilegen.runtime.stand_in``), so the tensor itself is not kept alive until the backward."""
-    named = {n for b in backward for n in _names((b.grid, b.swizzle, b.body))}
+    named = {n for b in backward for n in m.tensors_read(b.body)}
     named |= {t.in_place_of.id for b in backward for t in b.in_place if t.in_place_of is not None}
     return tuple(n for n in saved if n not in named)
 

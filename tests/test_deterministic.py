@@ -101,7 +101,7 @@ def test_a_deterministic_kernel_sees_each_token_once_and_sums_from_its_start(com
     module = compiled(ORDERED.replace("BT = 4, BC = 8", f"BT = {block_t}, BC = {block_c}"))
     idx = _indices(47, 5, seed=3).to(torch.int32)
     src = torch.randn(47, 19, generator=torch.Generator().manual_seed(4)) * 1e4
-    y, copied = module.k(idx, src, 5)
+    y, copied = (out.cpu() for out in module.k(idx.to(DEVICE), src.to(DEVICE), 5))
     keep = src > 0
     want = torch.full((5, 19), 1.5)
     for t, v in enumerate(idx.tolist()):
@@ -118,7 +118,7 @@ def test_a_deterministic_count_is_torchs_bincount(compiled):
                       "  grid  i over N by BN\n  deterministic\n  counts[x[i]] += 1\n")
     x = _indices(203, 9, seed=5)
     inside = x[(x >= 0) & (x < 9)]
-    assert torch.equal(module.k(x, 9), torch.bincount(inside, minlength=9))
+    assert torch.equal(module.k(x.to(DEVICE), 9).cpu(), torch.bincount(inside, minlength=9))
 
 
 @pytest.mark.parametrize(
@@ -171,7 +171,8 @@ def test_a_narrow_sum_starts_from_the_start_as_its_output_holds_it(compiled, dty
     src = torch.randn(40, 20, generator=torch.Generator().manual_seed(14)).to(dtype)
     start = torch.tensor(0.1).to(dtype).float().item()
     want = _in_order(idx, src, 6, start=start).to(dtype)
-    assert torch.equal(module.k(idx, src, 6), want) and torch.equal(module.reference(idx, src, 6), want)
+    assert torch.equal(module.k(idx.to(DEVICE), src.to(DEVICE), 6).cpu(), want)
+    assert torch.equal(module.reference(idx, src, 6), want)
 
 
 def test_deterministic_takes_a_bf16_sum_that_atomics_refuse():

@@ -5,6 +5,7 @@ checked against torch on each sequence in turn, with empty and one-row sequences
 blocks."""
 
 import math
+import os
 
 import pytest
 import torch
@@ -14,13 +15,15 @@ from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
 from tilegen.runner import jagged_offsets
 
+DEVICE = "cuda" if os.environ.get("TILEGEN_TEST_GPU") == "1" else "cpu"  # the same cases on the GPU
+
 
 def _jagged(lengths, columns, seed=0):
-    """values [sum(lengths), columns] and offsets [len(lengths) + 1] (int64, from 0)."""
+    """values [sum(lengths), columns] and offsets [len(lengths) + 1] (int64, from 0), on DEVICE."""
     generator = torch.Generator().manual_seed(seed)
     offsets = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int64)
     values = torch.randn(int(offsets[-1]), columns, generator=generator) * 3
-    return values, offsets
+    return values.to(DEVICE), offsets.to(DEVICE)
 
 
 LENGTHS = [[3, 0, 17, 1, 40, 5], [1], [0, 0, 2], [33, 64, 1, 0, 7]]

@@ -11,7 +11,8 @@ SwiGLU (``down(silu(gate(x)) * up(x))``).
 Two implementations of the same math, chosen by :class:`Ops`:
 
 * :func:`tilegen_ops`: the generated functions of ``specs/`` (``embedding``, ``rms_norm``,
-  ``fused_add_rms_norm``, ``matmul_fast`` for every linear layer, ``rope``, ``attention_causal``,
+  ``fused_add_rms_norm``, ``matmul_fast`` for every linear layer (``tilegen.nn.matmul``: the float32
+  weight's gradient written in float32 by the kernel), ``rope``, ``attention_causal``,
   ``swiglu``), each differentiated by its backward specs (``backward ...`` in the spec, or the
   derived one), and the head's matmul with the loss in chunks of tokens
   (``tilegen.nn.linear_cross_entropy``: cuBLAS and the ``cross_entropy`` specs, the [N, V] logits
@@ -73,7 +74,7 @@ class Ops:
     ``embedding(idx i64[N], table [V, C]) -> [N, C]``; ``rms_norm(x [N, C], w [C], eps) -> [N, C]``;
     ``add_rms_norm(x [N, C], residual [N, C], w [C], eps) -> (rms_norm(s, w, eps), s)``, ``s = x +
     residual`` (the next residual);
-    ``linear(x [N, K], w [K, M]) -> [N, M]``; ``rope(q [B, H, T, D], k [B, H, T, D], cos [B, T, D],
+    ``linear(x [N, K], w [K, M]) -> [N, M]`` (w the float32 parameter, cast to x's dtype); ``rope(q [B, H, T, D], k [B, H, T, D], cos [B, T, D],
     sin [B, T, D]) -> (q, k)`` (each sequence's tables, as Hugging Face's); ``attention(q, k, v
     [B, H, T, D], scale) -> [B, H, T, D]`` (causal); ``swiglu(a [N, F], b [N, F]) -> [N, F]``;
     ``head_loss(h [N, C], head [C, V], target i64[N])`` -> the mean cross-entropy of the logits
@@ -110,7 +111,7 @@ TORCH = Ops(
     embedding=F.embedding,
     rms_norm=lambda x, w, eps: F.rms_norm(x, (x.shape[-1],), w, eps),
     add_rms_norm=_add_rms_norm,
-    linear=lambda x, w: x @ w,
+    linear=lambda x, w: x @ w.to(x.dtype),
     rope=lambda q, k, cos, sin: _rope(q, k, cos.unsqueeze(1), sin.unsqueeze(1)),
     attention=lambda q, k, v, scale: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale),
     swiglu=lambda a, b: F.silu(a) * b,
@@ -131,6 +132,7 @@ def tilegen_ops(folder: Path = ROOT / "generated") -> Ops:
     def attention(q, k, v, scale):
         return causal(q, k, v, scale)[0]  # o (each row's log-sum-exp: its second output)
 
+    from tilegen.nn.linear import matmul  # the committed build's matmul_fast kernels
     from tilegen.nn.linear_cross_entropy import linear_cross_entropy  # the committed build's cross_entropy kernels
 
     return Ops(
@@ -138,7 +140,7 @@ def tilegen_ops(folder: Path = ROOT / "generated") -> Ops:
         embedding=kernel("embedding"),
         rms_norm=kernel("rms_norm"),
         add_rms_norm=kernel("fused_add_rms_norm"),
-        linear=kernel("matmul_fast"),
+        linear=matmul,
         rope=kernel("rope"),
         attention=attention,
         swiglu=kernel("swiglu"),
@@ -194,14 +196,14 @@ def loss(ops: Ops, params: dict, idx: torch.Tensor, target: torch.Tensor, cfg: C
     x = ops.embedding(idx.reshape(-1), w("embedding"))  # [B * T, C]: the residual stream
     h = ops.rms_norm(x, w("0.attn_norm"), cfg.eps)
     for i in range(cfg.layers):
-        qkv = ops.linear(h, w(f"{i}.qkv")).view(b, t, 3, heads, d)
+        qkv = ops.linear(h, params[f"{i}.qkv"]).view(b, t, 3, heads, d)  # (linear casts its weight)
         q, k, v = (qkv[:, :, j].transpose(1, 2) for j in range(3))  # [B, H, T, D] views
         q, k = ops.rope(q, k, cos, sin)
         a = ops.attention(q, k, v, 1.0 / math.sqrt(d)).transpose(1, 2).reshape(b * t, cfg.dim)
-        h, x = ops.add_rms_norm(ops.linear(a, w(f"{i}.out")), x, w(f"{i}.mlp_norm"), cfg.eps)
-        gated = ops.swiglu(ops.linear(h, w(f"{i}.gate")), ops.linear(h, w(f"{i}.up")))
+        h, x = ops.add_rms_norm(ops.linear(a, params[f"{i}.out"]), x, w(f"{i}.mlp_norm"), cfg.eps)
+        gated = ops.swiglu(ops.linear(h, params[f"{i}.gate"]), ops.linear(h, params[f"{i}.up"]))
         norm = f"{i + 1}.attn_norm" if i + 1 < cfg.layers else "norm"  # the next layer's, or the last
-        h, x = ops.add_rms_norm(ops.linear(gated, w(f"{i}.down")), x, w(norm), cfg.eps)
+        h, x = ops.add_rms_norm(ops.linear(gated, params[f"{i}.down"]), x, w(norm), cfg.eps)
     return ops.head_loss(h, w("head"), target.reshape(-1))
 
 

@@ -157,10 +157,57 @@ def test_bad_declarations(declaration, message):
     assert message in _errors(text)
 
 
-def test_the_launcher_must_read_the_variable_off_an_input():
-    text = MATMUL.replace("in  a: T[M, K]", "in  a: f16[M, K]").replace("in  b: T[K, N]", "in  b: f16[K, N]")
-    assert ("no input tensor is typed 'T'; the launcher takes 'T' from an input's dtype (in a: T[...])"
-            in _errors(text))
+def test_a_variable_no_tensor_is_typed_with_is_refused():
+    text = (MATMUL.replace("in  a: T[M, K]", "in  a: f16[M, K]").replace("in  b: T[K, N]", "in  b: f16[K, N]")
+            .replace("out c: T[M, N]", "out c: f32[M, N]"))
+    assert ("no input or output tensor is typed 'T'; the launcher takes 'T' from an input's dtype (in a: T[...]), "
+            "or the caller chooses it for the outputs typed with it (out y: T[...])" in _errors(text))
+
+
+# the output's dtype the caller's: the inputs' (T) by default, or f32
+CHOSEN = MATMUL.replace("  in  a:", "  dtype G in T, f32\n  in  a:").replace("out c: T[M, N]", "out c: G[M, N]")
+
+
+def test_a_variable_no_input_is_typed_with_is_the_callers_keyword(tmp_path):
+    """``dtype G in T, f32`` with ``out c: G[M, N]``: G is T unless the caller passes G=torch.float32;
+    the f32 output holds the f32 accumulator unrounded, the default one it rounded to T; the fast
+    path keys on G; another dtype is refused naming G and its options."""
+    spec = check(parse(CHOSEN, "mm.tile"))
+    assert spec.bindings() == [{"T": "f16", "G": "f16"}, {"T": "f16", "G": "f32"}, {"T": "bf16", "G": "bf16"},
+                               {"T": "bf16", "G": "f32"}, {"T": "f32", "G": "f32"}]
+    assert spec.dtype_options(m.Name("G", spec.name.span)) == ("f16", "bf16", "f32")
+    module = _module(tmp_path, CHOSEN, "mm_chosen")
+    generator = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(*shape, generator=generator) for shape in ((33, 40), (40, 17)))
+    exact = a.double() @ b.double()
+    for dtype in (torch.float16, torch.float32):  # (the interpreter rounds f32 to bf16 toward zero)
+        x, y = a.to(dtype), b.to(dtype)
+        for _ in range(2):  # the second call of each takes the fast path
+            narrow, wide = module.mm(x, y), module.mm(x, y, G=torch.float32)
+            assert (narrow.dtype, wide.dtype) == (dtype, torch.float32)
+            torch.testing.assert_close(narrow, wide.to(dtype), rtol=0, atol=0)  # one rounding of the same sum
+            torch.testing.assert_close(wide.double(), x.double() @ y.double(), rtol=1e-5, atol=1e-5)
+        assert module.reference(x, y).dtype == dtype
+        torch.testing.assert_close(module.reference(x, y, G=torch.float32), wide, rtol=1e-5, atol=1e-5)
+    assert (module.mm(a, b, G=torch.float32) - exact).abs().max() < 1e-4
+    with pytest.raises(ValueError, match=r"mm: G must be torch.float16 or torch.float32 here, got torch.bfloat16"):
+        module.mm(a.half(), b.half(), G=torch.bfloat16)
+    torch.library.opcheck(module.op, (a.half(), b.half()), {"G": torch.float32})
+    compiled = torch.compile(lambda x, y: module.mm(x, y, G=torch.float32), backend="eager", fullgraph=True)
+    assert compiled(a.half(), b.half()).dtype == torch.float32
+
+
+@pytest.mark.parametrize(
+    "declaration,message",
+    [
+        ("dtype G in U, f32", "dtype variable 'G' may stand for float dtypes"),
+        # a variable an input is typed with is read off it: it cannot follow another
+        ("dtype G in T, f32\n  in  z: G[M]", "'T' names a dtype variable, which only a variable the caller chooses"),
+    ],
+)
+def test_a_chosen_variable_names_only_an_earlier_read_one(declaration, message):
+    text = CHOSEN.replace("dtype G in T, f32", declaration)
+    assert any(message in e for e in _errors(text))
 
 
 def test_a_problem_of_one_binding_names_it():

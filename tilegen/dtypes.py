@@ -152,7 +152,7 @@ def possible_dtypes(dtype: str | None, spec: m.Spec) -> tuple[str | None, ...]:
     variable's options where ``dtype`` is one of them (a superset: a fixed f32 tensor in a spec
     with ``dtype T in f16, f32`` counts as possibly f16 too), else ``dtype`` alone."""
     for var in spec.dtype_vars:
-        options = tuple(o.id for o in var.options)
+        options = spec.dtype_options(var.name)
         if dtype in options:
             return options
     return (dtype,)

@@ -178,7 +178,11 @@ class Tensor:
 class DtypeVar:
     """``dtype T in f16, bf16``: a dtype variable. Tensors, tiles and casts may be typed ``T``;
     the launcher takes ``T`` from the dtype of the first input typed ``T`` and requires the other
-    ``T`` inputs to match it; outputs typed ``T`` are made in it."""
+    ``T`` inputs to match it; outputs typed ``T`` are made in it.
+
+    Where no input is typed with it (``dtype G in T, f32`` with ``out db: G[K, N]``), the caller
+    chooses it: a launcher keyword ``G`` (a torch dtype; None, the default, is the first option).
+    An option may then name an earlier variable (``T``), standing for whatever that one is."""
 
     name: Name
     options: tuple[Name, ...]
@@ -614,23 +618,41 @@ class Spec:
 
     def dtype_options(self, dtype: Name) -> tuple[str, ...]:
         """Every dtype a tensor declared ``dtype`` may be, before specialization: a dtype
-        variable's options (``T`` of ``dtype T in f16, bf16``), or the dtype itself."""
-        var = next((v for v in self.dtype_vars if v.name.id == dtype.id), None)
-        return tuple(o.id for o in var.options) if var is not None else (dtype.id,)
+        variable's options (``T`` of ``dtype T in f16, bf16``; an option naming an earlier
+        variable stands for each of that one's), or the dtype itself."""
+        return self.options_of(dtype.id)
+
+    def options_of(self, dtype: str) -> tuple[str, ...]:
+        """:meth:`dtype_options` of a dtype written ``dtype`` (a variable's name, or a dtype)."""
+        var = next((v for v in self.dtype_vars if v.name.id == dtype), None)
+        if var is None:
+            return (dtype,)
+        earlier = {v.name.id for v in self.dtype_vars[:self.dtype_vars.index(var)]}
+        options = (self.options_of(o.id) if o.id in earlier else (o.id,) for o in var.options)
+        return tuple(dict.fromkeys(d for found in options for d in found))
+
+    def chosen_dtype_vars(self) -> tuple[DtypeVar, ...]:
+        """The dtype variables the caller chooses (a launcher keyword each): those no input
+        tensor is typed with (``dtype G in T, f32`` beside ``out db: G[K, N]``)."""
+        typed = {as_written(t.dtype) for t in self.inputs if not t.is_scalar}
+        return tuple(v for v in self.dtype_vars if v.name.id not in typed)
 
     def bindings(self) -> list[dict[str, str]]:
         """Every assignment of the dtype variables to one of their dtypes, in declaration order
-        (``[{}]`` for a spec without dtype variables)."""
-        names = [v.name.id for v in self.dtype_vars]
-        options = [list(dict.fromkeys(o.id for o in v.options)) for v in self.dtype_vars]
-        return [dict(zip(names, chosen, strict=True)) for chosen in itertools.product(*options)]
+        (``[{}]`` for a spec without dtype variables); an option naming an earlier variable is
+        that one's dtype in the same assignment (``G in T, f32``: G is T's dtype or f32)."""
+        found: list[dict[str, str]] = [{}]
+        for var in self.dtype_vars:
+            found = [binding | {var.name.id: dtype} for binding in found
+                     for dtype in dict.fromkeys(binding.get(o.id, o.id) for o in var.options)]
+        return found
 
 
 def specialize(spec: Spec, binding: dict[str, str]) -> Spec:
     """``spec`` with each dtype variable in ``binding`` replaced by its dtype, as a
     :class:`BoundDtype` (which remembers the variable): in tensor and tile declarations and in
     casts (``T(p)``). Names that are not dtype variables are left alone."""
-    variables = {v.name.id: tuple(o.id for o in v.options) for v in spec.dtype_vars}
+    variables = {v.name.id: spec.dtype_options(v.name) for v in spec.dtype_vars}
 
     def bind(name: Name) -> Name:
         if name.id not in binding or isinstance(name, BoundDtype):

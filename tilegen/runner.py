@@ -17,6 +17,7 @@ called directly, launchers still warn.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import math
 import os
@@ -448,6 +449,15 @@ def run_module(
     ]
 
 
+def chosen_keywords(spec: m.Spec, binding: dict[str, str]) -> dict[str, object]:
+    """The launcher's (and reference's) keywords for ``binding``'s dtypes of the variables the
+    caller chooses (``dtype G in T, f32``): ``{"G": torch.float32}``; empty for a spec without."""
+    import torch
+
+    return {v.name.id: getattr(torch, m.DTYPES[binding[v.name.id]][1].split(".")[1])
+            for v in spec.chosen_dtype_vars() if v.name.id in binding}
+
+
 def _run_binding(module: ModuleType, spec: m.Spec, binding: dict[str, str], sizes: dict[str, int], device: str,
                  image: Path | None, out_dir: Path | None) -> RunResult:
     """:func:`run_module` for one binding of the dtype variables (``spec`` specialized to it)."""
@@ -466,11 +476,13 @@ def _run_binding(module: ModuleType, spec: m.Spec, binding: dict[str, str], size
     else:
         inputs = random_inputs(spec, sizes, device)
     args = tuple(inputs.values())
+    keywords = chosen_keywords(spec, binding)
+    reference = functools.partial(module.reference, **keywords)
     caught: list[str] = []
     with quiet(caught):
-        outputs = launcher(*args)
-        expected = module.reference(*args)
-        result = comparison(outputs, expected, spec, args, module.reference)
+        outputs = launcher(*args, **keywords)
+        expected = reference(*args)
+        result = comparison(outputs, expected, spec, args, reference)
     if image is not None and is_image_spec(spec):
         grey = image.with_name(f"{image.stem}_grey.png")
         save_grey(outputs, grey)
@@ -549,7 +561,7 @@ def tune_module(module: ModuleType, spec: m.Spec, sizes: dict[str, int], device:
             args = tuple(random_inputs(bound, sizes, device).values())
             cached, before = tuner.load(), dict(tuner.tuned)
             with quiet([]):
-                launcher(*args)
+                launcher(*args, **chosen_keywords(spec, binding))
             if device == "cuda":
                 import torch
 

@@ -763,6 +763,19 @@ def bad_block(launcher: str, name: str, value: object) -> NoReturn:
     raise ValueError(f"{launcher}: block size {name} must be a power of two, got {value!r}")
 
 
+def chosen_dtype(launcher: str, name: str, value: object, options: tuple[torch.dtype, ...]) -> torch.dtype:
+    """The dtype the caller chose for dtype variable ``name`` (``dtype G in T, f32``, a keyword of
+    ``launcher``): ``options[0]`` where ``value`` is None, else ``value`` where it is one of
+    ``options`` (the variable's options, one named after another variable being that one's dtype
+    in this call). Raises ValueError naming ``name`` and the options otherwise."""
+    if value is None:
+        return options[0]
+    if value not in options:
+        allowed = " or ".join(dict.fromkeys(str(o) for o in options))
+        raise ValueError(f"{launcher}: {name} must be {allowed} here, got {value!r}")
+    return value  # type: ignore[return-value]
+
+
 def check_scalar(launcher: str, name: str, value: object,
                  kind: type[int] | type[float]) -> int | float | torch.SymInt | torch.SymFloat:
     """Return ``value`` as ``kind`` (float or int); raise TypeError naming ``name`` otherwise.

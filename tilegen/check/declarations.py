@@ -63,11 +63,27 @@ def check_sample(state: CheckState, tensor: m.Tensor, sample: tuple[m.Number, m.
 
 def check_dtype_var(state: CheckState, var: m.DtypeVar) -> None:
     """``dtype T in f16, bf16``: a new name standing for two or more distinct float dtypes,
-    which the launcher can read off an input tensor."""
+    which the launcher can read off an input tensor; or, where no input is typed with it, which
+    the caller chooses (a keyword) for the outputs typed with it, whose options may name an earlier
+    variable read off an input (``dtype G in T, f32``)."""
+    spec = state.spec
     state.define(var.name, "dtype variable")
+    chosen = var in spec.chosen_dtype_vars()
+    read = {v.name.id for v in spec.dtype_vars[:spec.dtype_vars.index(var)] if v not in spec.chosen_dtype_vars()}
     seen: set[str] = set()
     for option in var.options:
-        if option.id not in m.FLOAT_DTYPES:
+        if chosen and option.id in read:
+            pass
+        elif option.id in {v.name.id for v in spec.dtype_vars}:
+            where = ("an input is typed" if not chosen else
+                     "it is not an earlier one read off an input")
+            state.errors.error(
+                f"'{option.id}' names a dtype variable, which only a variable the caller chooses (no input "
+                f"typed '{var.name.id}') may list, naming an earlier one an input is typed with; here {where} "
+                f"'{var.name.id if not chosen else option.id}'",
+                option.span,
+            )
+        elif option.id not in m.FLOAT_DTYPES:
             floats = ", ".join(d for d in m.DTYPES if d in m.FLOAT_DTYPES)
             state.errors.error(
                 f"dtype variable '{var.name.id}' may stand for float dtypes ({floats}), not '{option.id}'",
@@ -82,14 +98,12 @@ def check_dtype_var(state: CheckState, var: m.DtypeVar) -> None:
             f"'{var.name.id}'",
             var.span,
         )
-    typed = [
-        t for t in state.spec.inputs
-        if not t.is_scalar and isinstance(t.dtype, m.BoundDtype) and t.dtype.var == var.name.id
-    ]
+    typed = [t for t in spec.tensors if not t.is_scalar and m.as_written(t.dtype) == var.name.id]
     if not typed:
         state.errors.error(
-            f"no input tensor is typed '{var.name.id}'; the launcher takes '{var.name.id}' from an input's "
-            f"dtype (in a: {var.name.id}[...])",
+            f"no input or output tensor is typed '{var.name.id}'; the launcher takes '{var.name.id}' from an "
+            f"input's dtype (in a: {var.name.id}[...]), or the caller chooses it for the outputs typed with it "
+            f"(out y: {var.name.id}[...])",
             var.name.span,
         )
 

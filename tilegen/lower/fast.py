@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from tilegen import model as m
 from tilegen.lower.finish import launch_args
-from tilegen.lower.names import dtype_bindings, given_name, made_outputs, tuple_text
+from tilegen.lower.names import chosen_dtypes, dtype_bindings, given_name, made_outputs, tuple_text
 from tilegen.lower.plan import FinishPlan, HostStage, IfBlock, KernelPlan, Line, Op, StagePlan, TryBlock
 
 
@@ -123,8 +123,13 @@ def lower_fast_path(
     kept += ["parts", "_partials_size"] if kernel.split is not None else []  # a split loop's parts, its workspace
     body: list[Op] = [Line(f"launch, grid, device_index, device, args{''.join(', ' + n for n in kept)} = fast")]
     sources = dtype_bindings(spec)
-    for var in dict.fromkeys(t.dtype.var for t in spec.outputs if isinstance(t.dtype, m.BoundDtype)):
-        body.append(Line(f"{var} = {sources[var]}.dtype"))
+    chosen = spec.chosen_dtype_vars()
+    read = [t.dtype.var for t in spec.outputs if isinstance(t.dtype, m.BoundDtype)]
+    read += [o.id for v in chosen for o in v.options if o.id in sources]  # G in T, f32: T first
+    for var in dict.fromkeys(read):
+        if var not in {v.name.id for v in chosen}:
+            body.append(Line(f"{var} = {sources[var]}.dtype"))
+    body += chosen_dtypes(spec, spec.name.id)
     body += made_outputs(spec, lambda t: "()" if t.zero_dim else f"*_{t.name.id}_shape")
     for finish in kernel.finishes:
         body += [Line(f"{w} = torch.empty(_{w}_size, device=device, dtype=torch.float32)") for w in finish.workspaces]

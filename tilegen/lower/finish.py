@@ -223,7 +223,9 @@ def finish_spec(spec: m.Spec, found: Across) -> m.Spec:
         tune=None,
         choices=(),
         access=None,
-        dtype_vars=tuple(v for v in spec.dtype_vars if getattr(out.dtype, "var", None) == v.name.id),
+        dtype_vars=tuple(  # the output's, its options spelled out (G in T, f32: the finish has no T)
+            dataclasses.replace(v, options=tuple(m.Name(o, v.span) for o in spec.dtype_options(v.name)))
+            for v in spec.dtype_vars if getattr(out.dtype, "var", None) == v.name.id),
         split_tail=(),
     )
 

@@ -107,10 +107,12 @@ def _signature(spec: m.Spec) -> _Signature:
     tuned = set(spec.tuned_params)
     keywords = tuple((p.name.id, default_of(p)) for p in spec.params if p.name.id not in tuned)
     keywords += tuple((c.name.id, f'"{c.options[0].id}"') for c in spec.choices)
+    keywords += tuple((v.name.id, "None") for v in spec.chosen_dtype_vars())
     inputs = tuple(t.name.id for t in spec.inputs)
     arguments = ", ".join([*inputs, *(f"{k}={k}" for k, _ in keywords)])
     annotated = [f"{t.name.id}: {python_type(t)}{default_text(t, ' = ')}" for t in spec.inputs]
     kinds = {p.name.id: "int" for p in spec.params} | {c.name.id: "str" for c in spec.choices}
+    kinds |= {v.name.id: "torch.dtype | None" for v in spec.chosen_dtype_vars()}
     if keywords:
         annotated += ["*", *(f"{k}: {kinds[k]} = {default}" for k, default in keywords)]
     outputs = len(spec.outputs)
@@ -215,8 +217,11 @@ def _refused(spec: m.Spec, role: LauncherRole) -> tuple[int, ...]:
 
 def _bound(spec: m.Spec) -> tuple[str, ...]:
     """What the checks bind that the launch reads: the device, the dtype variables read from an
-    input, the scalars (as checked), the size symbols and the derived sizes."""
-    return tuple(dict.fromkeys([*checked_names(spec), *(size for size, _ in derived_sizes(spec, spec.name.id)[1])]))
+    input, the scalars (as checked), the size symbols, the dtype variables the caller chooses
+    and the derived sizes."""
+    chosen = [v.name.id for v in spec.chosen_dtype_vars()]
+    sizes = [size for size, _ in derived_sizes(spec, spec.name.id)[1]]
+    return tuple(dict.fromkeys([*checked_names(spec), *chosen, *sizes]))
 
 
 def _dims(tensor: m.Tensor) -> list[str]:
@@ -482,9 +487,16 @@ def launcher_docstring(spec: m.Spec, variant: str | None = None, uses: str = "",
         lines.append(f"With inplace=True, {t.name.id} is written over {written_over.id} and returned: "
                      f"{written_over.id}'s storage, its strides, its values overwritten (the custom op "
                      "always makes a new tensor).")
+    chosen = spec.chosen_dtype_vars()
     for var, source in dtype_bindings(spec).items():
+        if var in {v.name.id for v in chosen}:
+            continue
         options = " or ".join(next(dtype_options(t.dtype) for t in spec.inputs if t.name.id == source))
         lines.append(f"Dtypes: {var} is {options}, the dtype of {source}; one kernel, compiled for each.")
+    for v in chosen:
+        options = ", ".join(o.id for o in v.options)
+        lines.append(f"Dtypes: {v.name.id}, of the outputs typed with it, is the caller's: keyword {v.name.id}= one of "
+                     f"{options} (a torch dtype; None, the default, is {v.options[0].id}).")
     overrides = [f"{p.name.id}={default_of(p)}" for p in spec.params if p.name.id not in spec.tuned_params]
     overrides += [
         f"{c.name.id}=\"{c.options[0].id}\" (one of {', '.join(o.id for o in c.options)})" for c in spec.choices

@@ -75,6 +75,20 @@ def absent_dtype(spec: m.Spec, tensor: m.Tensor) -> str:
     return m.DTYPES[tensor.dtype.options[0]][1]
 
 
+def chosen_dtypes(spec: m.Spec, name: str) -> list[Op]:
+    """The lines binding each dtype variable the caller chooses (``dtype G in T, f32``) in
+    launcher ``name`` from its keyword: ``G = _rt.chosen_dtype("name", "G", G, (T, torch.float32))``
+    (the first option where the keyword is None; an option naming a variable read off an input is
+    that variable, bound before these lines)."""
+    variables = {v.name.id for v in spec.dtype_vars}
+    lines: list[Op] = []
+    for var in spec.chosen_dtype_vars():
+        v = var.name.id
+        options = tuple_text(o.id if o.id in variables else m.DTYPES[o.id][1] for o in var.options)
+        lines.append(Line(f'{v} = _rt.chosen_dtype("{name}", "{v}", {v}, {options})'))
+    return lines
+
+
 def dtype_bindings(spec: m.Spec, pointer: str = "{name}") -> dict[str, str]:
     """Dtype variable -> where it is read: the first input tensor typed with it, through
     ``pointer`` (``"{name}"``: the input's name; ``"{name}.dtype"`` on the host,
@@ -220,8 +234,9 @@ def stride_name(tensor: m.Tensor, position: int) -> str:
 
 
 def mentions(lines: Iterable[str], name: str) -> bool:
-    """True when ``name`` appears as a whole word in any of ``lines`` (generated code)."""
-    pattern = re.compile(rf"\b{re.escape(name)}\b")
+    """True when ``name`` appears as a whole word in any of ``lines`` (generated code), not as an
+    attribute (``a.T`` does not mention ``T``)."""
+    pattern = re.compile(rf"(?<![.\w]){re.escape(name)}\b")
     return any(pattern.search(line) for line in lines)
 
 

@@ -34,6 +34,7 @@ from tilegen.lower.checked import block_of, default_of, tensor_of
 from tilegen.lower.names import (
     absent_dtype,
     binop_text,
+    chosen_dtypes,
     dtype_bindings,
     given_name,
     index_items,
@@ -629,7 +630,10 @@ class ReferenceLowering(ReferenceExpressions):
     def plan(self) -> ReferencePlan:
         spec = self.spec
         bound = dtype_bindings(spec, "{name}.dtype")
-        bindings = [f"{var.name.id} = {bound[var.name.id]}" for var in spec.dtype_vars]
+        chosen = {v.name.id: line for v, line in zip(spec.chosen_dtype_vars(), chosen_dtypes(spec, spec.name.id),
+                                                     strict=True)}
+        bindings = [chosen[var.name.id].code if var.name.id in chosen else f"{var.name.id} = {bound[var.name.id]}"
+                    for var in spec.dtype_vars]
         for tensor in spec.inputs:  # a float scalar is a float32 (or f64) number, as in the kernel: 0-d
             if tensor.is_scalar and is_float(tensor.dtype.id):  # (s / 0.0 is inf, not ZeroDivisionError)
                 name = tensor.name.id
@@ -644,10 +648,15 @@ class ReferenceLowering(ReferenceExpressions):
             self.lines.append(f"{name} = {made}")
         self.walk(spec.body)
         # a dtype variable where the reference names it (a float32 loss of T inputs need not)
-        self.lines[:0] = [b for b in bindings if mentions(self.lines, b.split(" = ")[0])]
+        kept: list[str] = []  # (G = ...(T, ...) keeps T's binding, the line before it)
+        for binding in reversed(bindings):
+            if mentions([*self.lines, *kept], binding.split(" = ")[0]):
+                kept.insert(0, binding)
+        self.lines[:0] = kept
         self.lines[:0] = [self.absent(t) for t in spec.inputs if t.optional]  # before T = weight.dtype
         keywords = tuple((p.name.id, default_of(p)) for p in spec.params) if self.aliases else ()
         keywords += tuple((c.name.id, f'"{c.options[0].id}"') for c in spec.choices)
+        keywords += tuple((v.name.id, "None") for v in spec.chosen_dtype_vars())
         return ReferencePlan(
             inputs=parameters(spec),
             keywords=keywords,

@@ -69,6 +69,7 @@ def lower_rows(spec: m.Spec, fast: bool = True) -> Rows | None:
     launcher = dataclasses.replace(launcher, docstring=doc)
     keywords = [p.name.id for p in spec.params if p.name.id not in spec.tuned_params]
     keywords += [c.name.id for c in spec.choices]
+    keywords += [v.name.id for v in spec.chosen_dtype_vars()]
     call = f"{name}({', '.join([*(t.name.id for t in spec.inputs), *(f'{k}={k}' for k in keywords)])})"
     traced: tuple[Op, ...] = ()
     if launcher.traced is not None:  # its launch after the outputs are made (the outer launcher made them)

@@ -202,9 +202,11 @@ def test_spec_result_does_not_depend_on_blocks_or_configs(case, module_of, monke
     spec = checked(ROOT / case.path)
     module = module_of(case)
     bound = m.specialize(spec, case.binding)
-    launcher = getattr(module, case.kernel)
+    chosen = runner.chosen_keywords(spec, case.binding)  # a dtype the caller chooses (G=torch.float32)
+    launcher = functools.partial(getattr(module, case.kernel), **chosen)
     accepted = inspect.signature(module.reference).parameters
-    reference = functools.partial(module.reference, **{k: v for k, v in case.keywords.items() if k in accepted})
+    reference = functools.partial(module.reference, **{k: v for k, v in case.keywords.items() if k in accepted},
+                                  **chosen)
     asked = _force_config(monkeypatch, module, spec, case) if case.config is not None else None
     with filled_empty(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the interpreter's notices (tuning, numpy overflow in exp)

@@ -74,7 +74,8 @@ class Ops:
     ``embedding(idx i64[N], table [V, C]) -> [N, C]``; ``rms_norm(x [N, C], w [C], eps) -> [N, C]``;
     ``add_rms_norm(x [N, C], residual [N, C], w [C], eps) -> (rms_norm(s, w, eps), s)``, ``s = x +
     residual`` (the next residual);
-    ``linear(x [N, K], w [K, M]) -> [N, M]`` (w the float32 parameter, cast to x's dtype); ``rope(q [B, H, T, D], k [B, H, T, D], cos [B, T, D],
+    ``linear(x [N, K], w [K, M]) -> [N, M]`` (w the float32 parameter, cast to x's dtype);
+    ``rope(q [B, H, T, D], k [B, H, T, D], cos [B, T, D],
     sin [B, T, D]) -> (q, k)`` (each sequence's tables, as Hugging Face's); ``attention(q, k, v
     [B, H, T, D], scale) -> [B, H, T, D]`` (causal); ``swiglu(a [N, F], b [N, F]) -> [N, F]``;
     ``head_loss(h [N, C], head [C, V], target i64[N])`` -> the mean cross-entropy of the logits

@@ -138,7 +138,7 @@ def plot(path: Path, rows: list[dict], where: str) -> Path:
 
     models = list(dict.fromkeys(row["model"] for row in rows))
     figure, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4.5), squeeze=False)
-    short = {"eager": "eager", "torch.compile": "compile", "reduce-overhead": "CUDA graphs"}
+    short = {"eager": "eager", "torch.compile": "compile", "reduce-overhead": "CUDA\ngraphs"}
     for ax, model in zip(axes[0], models, strict=True):
         mine = [row for row in rows if row["model"] == model]
         bars = ax.bar(range(len(mine)), [row["tokens_per_s"] / 1e3 for row in mine],

@@ -8,7 +8,6 @@ stages can report ``file:line:col`` errors and name spec lines in generated comm
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import TypeGuard, cast

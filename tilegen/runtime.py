@@ -773,7 +773,7 @@ def chosen_dtype(launcher: str, name: str, value: object, options: tuple[torch.d
     if value not in options:
         allowed = " or ".join(dict.fromkeys(str(o) for o in options))
         raise ValueError(f"{launcher}: {name} must be {allowed} here, got {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def check_scalar(launcher: str, name: str, value: object,

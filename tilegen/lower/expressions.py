@@ -211,7 +211,8 @@ class ExpressionTypes:
         kernel computes on it in float32 and rounds each result back (:meth:`in_f32`)."""
         if written == m.DTYPES["bf16"][0]:
             return True
-        return written in {v.name.id for v in self.state.spec.dtype_vars} and "bf16" in self.state.spec.options_of(written)
+        spec = self.state.spec
+        return written in {v.name.id for v in spec.dtype_vars} and "bf16" in spec.options_of(written)
 
     def in_f32(self, text: str, expr: m.Expr, target: str) -> tuple[str, bool]:
         """``text`` (of ``expr``) as a float32 operand of an operation whose result is the possibly

@@ -339,7 +339,7 @@ def shape_checks(spec: m.Spec, name: str, rows: RowsPlan | None) -> tuple[list[O
     the whole axis whose long rows loop). Returns (those ops, the lines binding the sizes, the
     lines binding the derived sizes): the traced body binds the sizes again."""
     tuned = set(spec.tuned_params)
-    ops: list[Op] = chosen_dtypes(spec, name)
+    ops: list[Op] = [*chosen_dtypes(spec, name)]
     for block in dict.fromkeys(a.block.id for a in spec.axes() if a.block is not None and a.block.id not in tuned):
         ops.append(IfBlock(f"type({block}) is not int or {block} < 1 or {block} & ({block} - 1)", "",
                            (Line(f'_rt.bad_block("{name}", "{block}", {block})'),)))

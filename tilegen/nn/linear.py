@@ -45,7 +45,8 @@ class _Matmul(torch.autograd.Function):
         cast = b.to(x.dtype)
         ctx.save_for_backward(x, cast)
         ctx.b_dtype, ctx.b_column_major = b.dtype, b.stride(0) == 1 and b.stride(1) != 1
-        return _FORWARD.matmul_fast(x, cast)
+        out: torch.Tensor = _FORWARD.matmul_fast(x, cast)
+        return out
 
     @staticmethod
     def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -73,7 +74,8 @@ def matmul(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if x.shape[-1] != b.shape[0]:
         raise ValueError(f"matmul: dimension 0 of b is {b.shape[0]}, but the last dimension of x (K) is {x.shape[-1]}")
     rows = x.reshape(-1, x.shape[-1])
-    return _Matmul.apply(rows, b).view(*x.shape[:-1], b.shape[1])
+    out: torch.Tensor = _Matmul.apply(rows, b)  # type: ignore[no-untyped-call]
+    return out.view(*x.shape[:-1], b.shape[1])
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

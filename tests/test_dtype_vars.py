@@ -201,11 +201,10 @@ def test_a_variable_no_input_is_typed_with_is_the_callers_keyword(tmp_path):
     "declaration,message",
     [
         ("dtype G in U, f32", "dtype variable 'G' may stand for float dtypes"),
-        # a variable an input is typed with is read off it: it cannot follow another
-        ("dtype G in T, f32\n  in  z: G[M]", "'T' names a dtype variable, which only a variable the caller chooses"),
+        ("dtype G in H, f32\n  dtype H in f16, f32", "'H' names a dtype variable declared after 'G'"),
     ],
 )
-def test_a_chosen_variable_names_only_an_earlier_read_one(declaration, message):
+def test_an_option_names_only_an_earlier_variable(declaration, message):
     text = CHOSEN.replace("dtype G in T, f32", declaration)
     assert any(message in e for e in _errors(text))
 
@@ -275,3 +274,40 @@ def test_a_cast_to_a_written_dtype_is_not_converted_again(compiled):
         dy = torch.randn(3, 5, 7, generator=torch.Generator().manual_seed(1)).to(dtype)
         tol = 1e-5 if dtype == torch.float32 else 1e-3
         torch.testing.assert_close(module.k(dy).float(), dy.float().sum((1, 2)), rtol=tol, atol=tol)
+
+
+EXP_CHOSEN = """\
+kernel ex
+  dtype T in f16, bf16, f32
+  dtype G in T, f32
+  in  x: T[N]
+  out y: G[N]
+  block BN = 32
+  grid i over N by BN
+  y[i] = exp(x[i])
+"""
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("chosen", [None, torch.float32])
+def test_a_derived_backward_reads_the_chosen_dtype_off_the_gradient(tmp_path, dtype, chosen):
+    """The derived backward of ``out y: G[N]`` takes ``dy: G[N]``, where G, read off dy, is T or
+    f32 (an option naming T in a variable an input is typed with); dx is in x's dtype."""
+    from tilegen.build import build
+    from tilegen.grad import derive_backward
+    from tilegen.runner import load_module
+
+    derived = check(parse(derive_backward(check(parse(EXP_CHOSEN, "ex.tile"))), "ex_backward.tile"))
+    assert [m.as_written(t.dtype) for t in derived.inputs if t.name.id == "dy"] == ["G"]
+    assert not derived.chosen_dtype_vars()  # G is read off dy there
+    spec = tmp_path / "ex.tile"
+    spec.write_text(EXP_CHOSEN, encoding="utf-8")
+    build([spec], tmp_path / "out")
+    assert (tmp_path / "out" / "ex_backward.py").is_file()
+    module = load_module(tmp_path / "out" / "ex.py")
+    x = (torch.randn(45, generator=torch.Generator().manual_seed(3)) * 2).to(dtype).requires_grad_()
+    y = module.ex(x, G=chosen)
+    assert y.dtype == (chosen or dtype)
+    y.backward(torch.ones_like(y))
+    assert x.grad.dtype == dtype
+    torch.testing.assert_close(x.grad, torch.exp(x.detach().float()).to(dtype))

@@ -64,23 +64,19 @@ def check_sample(state: CheckState, tensor: m.Tensor, sample: tuple[m.Number, m.
 def check_dtype_var(state: CheckState, var: m.DtypeVar) -> None:
     """``dtype T in f16, bf16``: a new name standing for two or more distinct float dtypes,
     which the launcher can read off an input tensor; or, where no input is typed with it, which
-    the caller chooses (a keyword) for the outputs typed with it, whose options may name an earlier
-    variable read off an input (``dtype G in T, f32``)."""
+    the caller chooses (a keyword) for the outputs typed with it. An option may name an earlier
+    variable, standing for its dtype in the call (``dtype G in T, f32``)."""
     spec = state.spec
     state.define(var.name, "dtype variable")
-    chosen = var in spec.chosen_dtype_vars()
-    read = {v.name.id for v in spec.dtype_vars[:spec.dtype_vars.index(var)] if v not in spec.chosen_dtype_vars()}
+    earlier = {v.name.id for v in spec.dtype_vars[:spec.dtype_vars.index(var)]}
     seen: set[str] = set()
     for option in var.options:
-        if chosen and option.id in read:
+        if option.id in earlier:  # G in T, f32: whatever T is in the call, or f32
             pass
         elif option.id in {v.name.id for v in spec.dtype_vars}:
-            where = ("an input is typed" if not chosen else
-                     "it is not an earlier one read off an input")
             state.errors.error(
-                f"'{option.id}' names a dtype variable, which only a variable the caller chooses (no input "
-                f"typed '{var.name.id}') may list, naming an earlier one an input is typed with; here {where} "
-                f"'{var.name.id if not chosen else option.id}'",
+                f"'{option.id}' names a dtype variable declared after '{var.name.id}'; an option may name "
+                "an earlier one",
                 option.span,
             )
         elif option.id not in m.FLOAT_DTYPES:

@@ -69,6 +69,7 @@ def matmul(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
     Differentiable in both: dx in x's dtype; db = x^T @ dy written by the kernel in b's dtype
     where b is float32 or x's dtype (else in x's, cast by autograd) and in b's memory order.
+    It computes in x's dtype whether or not torch.autocast is on (cast x to compute in another).
     Raises TypeError or ValueError naming x or b (and the kernels' errors for their sizes)."""
     _check(x, b, "matmul", "b")
     if x.shape[-1] != b.shape[0]:

@@ -311,3 +311,20 @@ def test_a_derived_backward_reads_the_chosen_dtype_off_the_gradient(tmp_path, dt
     y.backward(torch.ones_like(y))
     assert x.grad.dtype == dtype
     torch.testing.assert_close(x.grad, torch.exp(x.detach().float()).to(dtype))
+
+
+def test_options_naming_earlier_variables_bind_in_the_same_assignment():
+    """H in G, f16 with G in T, f32: H is whatever G is in that assignment, or f16; the options
+    spelled out are every dtype the named variables may be."""
+    text = (CHOSEN.replace("dtype G in T, f32", "dtype G in T, f32\n  dtype H in G, f16")
+            .replace("out c: G[M, N]", "out c: G[M, N]\n  out d: H[M, N]")
+            .replace("  c[m, n] = acc", "  c[m, n] = acc\n  d[m, n] = acc"))
+    spec = check(parse(text, "mm.tile"))
+    assert [v.name.id for v in spec.chosen_dtype_vars()] == ["G", "H"]
+    assert {"T": "bf16", "G": "f32", "H": "f32"} in spec.bindings()
+    assert {"T": "bf16", "G": "f32", "H": "f16"} in spec.bindings()
+    assert {"T": "bf16", "G": "f32", "H": "bf16"} not in spec.bindings()  # H is G's dtype, not T's
+    assert len(spec.bindings()) == len({tuple(b.items()) for b in spec.bindings()})  # no assignment twice
+    assert spec.dtype_options(m.Name("H", spec.name.span)) == ("f16", "bf16", "f32")
+    source = compile_spec(text, "mm.tile").source  # one kernel for every assignment
+    assert 'H = _rt.chosen_dtype("mm", "H", H, (G, torch.float16))' in source

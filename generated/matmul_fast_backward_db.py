@@ -281,7 +281,7 @@ def matmul_fast_backward_db(a: torch.Tensor, dc: torch.Tensor, *, GROUP_SIZE_M: 
     if fast is not None and not (_grad_enabled() and (a.requires_grad or dc.requires_grad)):
         launch, grid, device_index, device, args, _db_shape, descriptors, parts, _partials_size = fast
         T = a.dtype
-        G = _rt.chosen_dtype("matmul_fast_backward_db", "G", G, (T, torch.float32))
+        G = T if G is None else G
         db = torch.empty(*_db_shape, device=device, dtype=G)
         partials = torch.empty(_partials_size, device=device, dtype=torch.float32) if parts > 1 else _no_partials(device)
         launch(grid, device_index, *_rebased(descriptors, (a, dc, db)), partials, *args)
@@ -585,7 +585,7 @@ def _matmul_fast_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *, GROU
     if fast is not None:
         launch, grid, device_index, device, args, _db_shape, parts, _partials_size = fast
         T = a.dtype
-        G = _rt.chosen_dtype("_matmul_fast_backward_db_pointers", "G", G, (T, torch.float32))
+        G = T if G is None else G
         db = torch.empty(*_db_shape, device=device, dtype=G)
         partials = torch.empty(_partials_size, device=device, dtype=torch.float32) if parts > 1 else _no_partials(device)
         launch(grid, device_index, a, dc, db, partials, *args)

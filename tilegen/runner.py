@@ -137,7 +137,7 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
                 shape.append(sizes[dim.id])
             else:
                 raise KeyError(f"no size given for '{dim.id}' (use --size {dim.id}=VALUE)")
-        dtype = getattr(torch, m.DTYPES[tensor.dtype.id][1].split(".")[1])
+        dtype = torch_dtype(tensor.dtype.id)
         if tensor.sample is not None:
             value = sample(tensor, shape, generator)
         elif tensor.dtype.id in m.FLOAT_DTYPES:
@@ -170,7 +170,7 @@ def sample(tensor: m.Tensor, shape: Sequence[int], generator: torch.Generator) -
 
     assert tensor.sample is not None  # a declaration with a range: the callers' condition
     low, high = tensor.sample
-    dtype: torch.dtype = getattr(torch, m.DTYPES[tensor.dtype.id][1].split(".")[1])
+    dtype = torch_dtype(tensor.dtype.id)
     if not dtype.is_floating_point:
         first, last = integer_value(low), integer_value(high)
         assert first is not None and last is not None  # the checker's: an integer dtype's range is of integers
@@ -449,13 +449,18 @@ def run_module(
     ]
 
 
+def torch_dtype(dtype: str) -> torch.dtype:
+    """The torch dtype of the spec's dtype name ``dtype`` (``"bf16"``: ``torch.bfloat16``)."""
+    import torch
+
+    found: torch.dtype = getattr(torch, m.DTYPES[dtype][1].split(".")[1])
+    return found
+
+
 def chosen_keywords(spec: m.Spec, binding: dict[str, str]) -> dict[str, object]:
     """The launcher's (and reference's) keywords for ``binding``'s dtypes of the variables the
     caller chooses (``dtype G in T, f32``): ``{"G": torch.float32}``; empty for a spec without."""
-    import torch
-
-    return {v.name.id: getattr(torch, m.DTYPES[binding[v.name.id]][1].split(".")[1])
-            for v in spec.chosen_dtype_vars() if v.name.id in binding}
+    return {v.name.id: torch_dtype(binding[v.name.id]) for v in spec.chosen_dtype_vars() if v.name.id in binding}
 
 
 def _run_binding(module: ModuleType, spec: m.Spec, binding: dict[str, str], sizes: dict[str, int], device: str,

@@ -123,13 +123,13 @@ def lower_fast_path(
     kept += ["parts", "_partials_size"] if kernel.split is not None else []  # a split loop's parts, its workspace
     body: list[Op] = [Line(f"launch, grid, device_index, device, args{''.join(', ' + n for n in kept)} = fast")]
     sources = dtype_bindings(spec)
-    chosen = spec.chosen_dtype_vars()
+    chosen = {v.name.id: v.options[0].id for v in spec.chosen_dtype_vars()}
     read = [t.dtype.var for t in spec.outputs if isinstance(t.dtype, m.BoundDtype)]
-    read += [o.id for v in chosen for o in v.options if o.id in sources]  # G in T, f32: T first
+    read += [first for first in chosen.values() if first in sources]  # G in T, f32: T, its default, first
     for var in dict.fromkeys(read):
-        if var not in {v.name.id for v in chosen}:
+        if var not in chosen:
             body.append(Line(f"{var} = {sources[var]}.dtype"))
-    body += chosen_dtypes(spec, spec.name.id)
+    body += chosen_dtypes(spec, spec.name.id, checked=False)
     body += made_outputs(spec, lambda t: "()" if t.zero_dim else f"*_{t.name.id}_shape")
     for finish in kernel.finishes:
         body += [Line(f"{w} = torch.empty(_{w}_size, device=device, dtype=torch.float32)") for w in finish.workspaces]

@@ -489,7 +489,7 @@ def launcher_docstring(spec: m.Spec, variant: str | None = None, uses: str = "",
                      "always makes a new tensor).")
     chosen = spec.chosen_dtype_vars()
     for var, source in dtype_bindings(spec).items():
-        if var in {v.name.id for v in chosen}:
+        if var in {v.name.id for v in chosen}:  # (its source is an output)
             continue
         options = " or ".join(next(dtype_options(t.dtype) for t in spec.inputs if t.name.id == source))
         lines.append(f"Dtypes: {var} is {options}, the dtype of {source}; one kernel, compiled for each.")

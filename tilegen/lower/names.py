@@ -75,17 +75,19 @@ def absent_dtype(spec: m.Spec, tensor: m.Tensor) -> str:
     return m.DTYPES[tensor.dtype.options[0]][1]
 
 
-def chosen_dtypes(spec: m.Spec, name: str) -> list[Line]:
+def chosen_dtypes(spec: m.Spec, name: str, checked: bool = True) -> list[Line]:
     """The lines binding each dtype variable the caller chooses (``dtype G in T, f32``) in
     launcher ``name`` from its keyword: ``G = _rt.chosen_dtype("name", "G", G, (T, torch.float32))``
-    (the first option where the keyword is None; an option naming a variable read off an input is
-    that variable, bound before these lines)."""
+    (the first option where the keyword is None; an option naming another variable is that
+    variable, bound before these lines). Not ``checked`` (the fast path, whose key holds the
+    keyword a full call checked): ``G = T if G is None else G``."""
     variables = {v.name.id for v in spec.dtype_vars}
     lines: list[Line] = []
     for var in spec.chosen_dtype_vars():
         v = var.name.id
-        options = tuple_text(o.id if o.id in variables else m.DTYPES[o.id][1] for o in var.options)
-        lines.append(Line(f'{v} = _rt.chosen_dtype("{name}", "{v}", {v}, {options})'))
+        options = [o.id if o.id in variables else m.DTYPES[o.id][1] for o in var.options]
+        lines.append(Line(f'{v} = _rt.chosen_dtype("{name}", "{v}", {v}, {tuple_text(options)})' if checked else
+                          f"{v} = {options[0]} if {v} is None else {v}"))
     return lines
 
 

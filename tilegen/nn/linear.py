@@ -74,8 +74,12 @@ def matmul(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     _check(x, b, "matmul", "b")
     if x.shape[-1] != b.shape[0]:
         raise ValueError(f"matmul: dimension 0 of b is {b.shape[0]}, but the last dimension of x (K) is {x.shape[-1]}")
-    rows = x.reshape(-1, x.shape[-1])
-    out: torch.Tensor = _Matmul.apply(rows, b)  # type: ignore[no-untyped-call]
+    return _apply(x, b)
+
+
+def _apply(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """:class:`_Matmul` over x's rows, checked by the caller."""
+    out: torch.Tensor = _Matmul.apply(x.reshape(-1, x.shape[-1]), b)  # type: ignore[no-untyped-call]
     return out.view(*x.shape[:-1], b.shape[1])
 
 
@@ -88,4 +92,4 @@ def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     if x.shape[-1] != weight.shape[1]:
         raise ValueError(f"linear: dimension 1 of weight is {weight.shape[1]}, but the last dimension of x (K) is "
                          f"{x.shape[-1]}")
-    return matmul(x, weight.T)
+    return _apply(x, weight.T)

@@ -7,12 +7,12 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_a47cb2ea54b556b7"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_97bb7449c5dccc03"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled, _dot_operand, _num_sms, _tail_split, TensorDescriptor, _has_tma, _rebased, _pieces, _no_partials, _sum_partials = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand, _rt.num_sms, _rt.tail_split, _rt.TensorDescriptor, _rt.has_tma, _rt.rebased, _rt.pieces, _rt.no_partials, _rt.sum_partials
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled, _dot_operand, _num_sms, _tail_split, TensorDescriptor, _has_tma, _rebased, _pieces, _epilogue_subtile, _no_partials, _sum_partials = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand, _rt.num_sms, _rt.tail_split, _rt.TensorDescriptor, _rt.has_tma, _rt.rebased, _rt.pieces, _rt.epilogue_subtile, _rt.no_partials, _rt.sum_partials
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -25,15 +25,18 @@ def _descriptor_blocks(nargs):
     nargs["a_desc"].block_shape = [nargs["BK"], first] if nargs["A_T"] else [first, nargs["BK"]]
     nargs["b_desc"].block_shape = [nargs["BN"], nargs["BK"]] if nargs["B_T"] else [nargs["BK"], nargs["BN"]]
     nargs["c_desc"].block_shape = [first, nargs["BN"]]
+    _epilogue_subtile(nargs["c_desc"])
     if nargs.get("a_piece_desc") is not None:  # the second row piece's (None: one piece)
         nargs["a_piece_desc"].block_shape = [nargs["BK"], second] if nargs["A_T"] else [second, nargs["BK"]]
         nargs["c_piece_desc"].block_shape = [second, nargs["BN"]]
+        _epilogue_subtile(nargs["c_piece_desc"])
     if nargs.get("c_tail_desc") is None:  # a direct launch: it makes its tail descriptors with their blocks
         return
     _, tail_m, tail_n = _tail_split(nargs["M"], nargs["N"], nargs["BM"], nargs["BN"], nargs["NUM_SMS"])
     nargs["a_tail_desc"].block_shape = [nargs["BK"], first // tail_m] if nargs["A_T"] else [first // tail_m, nargs["BK"]]
     nargs["b_tail_desc"].block_shape = [nargs["BN"] // tail_n, nargs["BK"]] if nargs["B_T"] else [nargs["BK"], nargs["BN"] // tail_n]
     nargs["c_tail_desc"].block_shape = [first // tail_m, nargs["BN"] // tail_n]
+    _epilogue_subtile(nargs["c_tail_desc"])
 
 
 def _split_grid(size_m, size_n, size_k, block_m, block_n, block_k, device):
@@ -118,7 +121,12 @@ def matmul_fast_tile(
         partials_ptrs = partials_ptr + (pid_k * M + offs_m[:, None]) * N + offs_n[None, :]
         tl.store(partials_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
     else:
-        c_desc.store([pid_m * BM, pid_n * BN], acc.to(T))
+        if c_desc.block_shape[1] < BN:  # epilogue subtile: the launch halved the block (_rt.epilogue_subtile), the tile goes in two halves
+            c_desc_left, c_desc_right = tl.split(tl.permute(tl.reshape(acc.to(T), (BM_0, 2, BN // 2)), (0, 2, 1)))
+            c_desc.store([pid_m * BM, pid_n * BN], c_desc_left)
+            c_desc.store([pid_m * BM, pid_n * BN + BN // 2], c_desc_right)
+        else:
+            c_desc.store([pid_m * BM, pid_n * BN], acc.to(T))
     if BM_1 > 0:  # the second piece's rows
         if split_k > 1:  # one of split_k partial sums over K: to the f32 workspace, summed later
             offs_m_1 = pid_m * BM + BM_0 + tl.arange(0, BM_1)
@@ -126,7 +134,12 @@ def matmul_fast_tile(
             partials_ptrs_1 = partials_ptr + (pid_k * M + offs_m_1[:, None]) * N + offs_n_1[None, :]
             tl.store(partials_ptrs_1, acc_1, mask=(offs_m_1[:, None] < M) & (offs_n_1[None, :] < N))
         else:
-            c_piece_desc.store([pid_m * BM + BM_0, pid_n * BN], acc_1.to(T))
+            if c_piece_desc.block_shape[1] < BN:  # epilogue subtile: the launch halved the block (_rt.epilogue_subtile), the tile goes in two halves
+                c_piece_desc_left, c_piece_desc_right = tl.split(tl.permute(tl.reshape(acc_1.to(T), (BM_1, 2, BN // 2)), (0, 2, 1)))
+                c_piece_desc.store([pid_m * BM + BM_0, pid_n * BN], c_piece_desc_left)
+                c_piece_desc.store([pid_m * BM + BM_0, pid_n * BN + BN // 2], c_piece_desc_right)
+            else:
+                c_piece_desc.store([pid_m * BM + BM_0, pid_n * BN], acc_1.to(T))
 
 
 _CONFIGS = [

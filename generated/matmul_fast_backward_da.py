@@ -7,12 +7,12 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_a47cb2ea54b556b7"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_97bb7449c5dccc03"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled, _dot_operand, _num_sms, _tail_split, TensorDescriptor, _has_tma, _rebased, _pieces, _no_partials, _sum_partials = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand, _rt.num_sms, _rt.tail_split, _rt.TensorDescriptor, _rt.has_tma, _rt.rebased, _rt.pieces, _rt.no_partials, _rt.sum_partials
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled, _dot_operand, _num_sms, _tail_split, TensorDescriptor, _has_tma, _rebased, _pieces, _epilogue_subtile, _no_partials, _sum_partials = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand, _rt.num_sms, _rt.tail_split, _rt.TensorDescriptor, _rt.has_tma, _rt.rebased, _rt.pieces, _rt.epilogue_subtile, _rt.no_partials, _rt.sum_partials
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -25,15 +25,18 @@ def _descriptor_blocks(nargs):
     nargs["dc_desc"].block_shape = [nargs["BN"], first] if nargs["DC_T"] else [first, nargs["BN"]]
     nargs["b_desc"].block_shape = [nargs["BN"], nargs["BK"]] if nargs["B_T"] else [nargs["BK"], nargs["BN"]]
     nargs["da_desc"].block_shape = [first, nargs["BK"]]
+    _epilogue_subtile(nargs["da_desc"])
     if nargs.get("dc_piece_desc") is not None:  # the second row piece's (None: one piece)
         nargs["dc_piece_desc"].block_shape = [nargs["BN"], second] if nargs["DC_T"] else [second, nargs["BN"]]
         nargs["da_piece_desc"].block_shape = [second, nargs["BK"]]
+        _epilogue_subtile(nargs["da_piece_desc"])
     if nargs.get("da_tail_desc") is None:  # a direct launch: it makes its tail descriptors with their blocks
         return
     _, tail_m, tail_n = _tail_split(nargs["M"], nargs["K"], nargs["BM"], nargs["BK"], nargs["NUM_SMS"])
     nargs["dc_tail_desc"].block_shape = [nargs["BN"], first // tail_m] if nargs["DC_T"] else [first // tail_m, nargs["BN"]]
     nargs["b_tail_desc"].block_shape = [nargs["BN"], nargs["BK"] // tail_n] if nargs["B_T"] else [nargs["BK"] // tail_n, nargs["BN"]]
     nargs["da_tail_desc"].block_shape = [first // tail_m, nargs["BK"] // tail_n]
+    _epilogue_subtile(nargs["da_tail_desc"])
 
 
 def _split_grid(size_m, size_n, size_k, block_m, block_n, block_k, device):
@@ -119,7 +122,12 @@ def matmul_fast_backward_da_tile(
         partials_ptrs = partials_ptr + (pid_n * M + offs_m[:, None]) * K + offs_k[None, :]
         tl.store(partials_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_k[None, :] < K))
     else:
-        da_desc.store([pid_m * BM, pid_k * BK], acc.to(T))
+        if da_desc.block_shape[1] < BK:  # epilogue subtile: the launch halved the block (_rt.epilogue_subtile), the tile goes in two halves
+            da_desc_left, da_desc_right = tl.split(tl.permute(tl.reshape(acc.to(T), (BM_0, 2, BK // 2)), (0, 2, 1)))
+            da_desc.store([pid_m * BM, pid_k * BK], da_desc_left)
+            da_desc.store([pid_m * BM, pid_k * BK + BK // 2], da_desc_right)
+        else:
+            da_desc.store([pid_m * BM, pid_k * BK], acc.to(T))
     if BM_1 > 0:  # the second piece's rows
         if split_n > 1:  # one of split_n partial sums over N: to the f32 workspace, summed later
             offs_m_1 = pid_m * BM + BM_0 + tl.arange(0, BM_1)
@@ -127,7 +135,12 @@ def matmul_fast_backward_da_tile(
             partials_ptrs_1 = partials_ptr + (pid_n * M + offs_m_1[:, None]) * K + offs_k_1[None, :]
             tl.store(partials_ptrs_1, acc_1, mask=(offs_m_1[:, None] < M) & (offs_k_1[None, :] < K))
         else:
-            da_piece_desc.store([pid_m * BM + BM_0, pid_k * BK], acc_1.to(T))
+            if da_piece_desc.block_shape[1] < BK:  # epilogue subtile: the launch halved the block (_rt.epilogue_subtile), the tile goes in two halves
+                da_piece_desc_left, da_piece_desc_right = tl.split(tl.permute(tl.reshape(acc_1.to(T), (BM_1, 2, BK // 2)), (0, 2, 1)))
+                da_piece_desc.store([pid_m * BM + BM_0, pid_k * BK], da_piece_desc_left)
+                da_piece_desc.store([pid_m * BM + BM_0, pid_k * BK + BK // 2], da_piece_desc_right)
+            else:
+                da_piece_desc.store([pid_m * BM + BM_0, pid_k * BK], acc_1.to(T))
 
 
 _CONFIGS = [

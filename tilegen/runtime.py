@@ -944,6 +944,26 @@ def pieces(block: int) -> tuple[int, int]:
     return (block, block) if second == block else (block - second, second)
 
 
+#: The most bytes of an output tile that one TMA store stages in shared memory: a larger tile
+#: (a float32 128 x 256, 128 KiB, beside the loop's 147 KiB of operand stages) is stored in two
+#: halves of its columns through one 64 KiB buffer (:func:`epilogue_subtile`), as Triton's
+#: persistent-matmul tutorial (09) stores its ``EPILOGUE_SUBTILE`` halves.
+SUBTILE_BYTES = 65536
+
+
+def epilogue_subtile(descriptor: "TensorDescriptor | None") -> None:
+    """Halve the last block dimension of the output ``descriptor`` (a TensorDescriptor, or None
+    where the launch has none) where its block holds more than :data:`SUBTILE_BYTES`: the kernel,
+    seeing a block narrower than its tile, stores the tile in two halves of its columns. Called
+    by a module's ``_descriptor_blocks`` after it set the config's block shapes; without it a
+    float32 output of the largest tiles runs out of shared memory (the configs fail to compile)."""
+    if descriptor is None:
+        return
+    block = list(descriptor.block_shape)
+    if math.prod(block) * descriptor.base.element_size() > SUBTILE_BYTES and block[-1] % 2 == 0:
+        descriptor.block_shape = [*block[:-1], block[-1] // 2]
+
+
 def tail_split(size_m: int, size_n: int, block_m: int, block_n: int, sms: int) -> tuple[int, int, int]:
     """(programs, TAIL_M, TAIL_N) of ``split tail`` for sizes ``size_m``, ``size_n`` (the two grid
     axes), blocks ``block_m``, ``block_n`` and ``sms`` SMs: the output tiles beyond the last whole

@@ -6,10 +6,16 @@ piece's and the split tail's.
 
 from __future__ import annotations
 
+import math
+
 from tilegen import model as m
 from tilegen.lower.checked import default_of
 from tilegen.lower.names import dtype_options
 from tilegen.lower.plan import HookPlan, IfBlock, KernelPlan, Line, Op
+
+#: The most bytes of an output tile one TMA store stages: the runtime's ``SUBTILE_BYTES``
+#: (tests/test_descriptors.py checks that they agree), which decides per launch.
+SUBTILE_BYTES = 65536
 
 
 def descriptor_checks(spec: m.Spec, fallback: str | None, kernel: KernelPlan) -> list[Op]:
@@ -63,6 +69,50 @@ def smallest_block(spec: m.Spec, block: str) -> str:
         return int(given.text if given is not None else default_of(param))
 
     return str(min(value(c) for c in spec.tune.configs))
+
+
+def largest_block(spec: m.Spec, block: str) -> int | None:
+    """The largest value a descriptor block dimension takes: a literal, the most of the tune
+    configs' values for a tuned parameter; None where it is not known before a call (a keyword, a
+    whole axis's tile)."""
+    if block.isdigit():
+        return int(block)
+    if block not in spec.tuned_params or spec.tune is None:
+        return None
+    param = next(p for p in spec.params if p.name.id == block)
+    return max(int(c.get(block).text if c.get(block) is not None else default_of(param)) for c in spec.tune.configs)
+
+
+def may_subtile(spec: m.Spec, tensor: m.Tensor, blocks: tuple[str, ...]) -> bool:
+    """Whether some config's store of ``tensor``'s tile (its descriptor's ``blocks``, 2 or more of
+    them) may stage more than :data:`SUBTILE_BYTES` in shared memory, in its widest dtype: then
+    the kernel stores it in two halves of its columns where the launch halved its descriptor's
+    last block (the runtime's ``epilogue_subtile``)."""
+    sizes = [largest_block(spec, b) for b in blocks]
+    if len(sizes) < 2 or any(s is None for s in sizes):
+        return False
+    widest = max(m.DTYPE_BYTES[d] for d in dtype_options(tensor.dtype))
+    return math.prod(s for s in sizes if s is not None) * widest > SUBTILE_BYTES
+
+
+def subtiled_store(desc: str, offsets: str, value: str, tiles: list[str], whole: Op) -> Op:
+    """The TMA store of tile ``value`` (of block shape ``tiles``) at ``offsets`` through ``desc``,
+    in two halves of its columns where the launch gave ``desc`` a block of half the tile's last
+    dimension (a constexpr test: the halves compile, or ``whole``); Triton's tutorial 09 splits
+    its epilogue so, to stage half the tile in shared memory."""
+    rows, cols = tiles[:-1], tiles[-1]
+    half = f"{cols} // 2"
+    parts = offsets[1:-1].split(", ")
+    second = "[" + ", ".join([*parts[:-1], f"{parts[-1]} + {half}"]) + "]"
+    order = ", ".join(str(i) for i in (*range(len(rows)), len(rows) + 1, len(rows)))
+    left, right = f"{desc}_left", f"{desc}_right"
+    halves = (
+        Line(f"{left}, {right} = tl.split(tl.permute(tl.reshape({value}, ({', '.join(rows)}, 2, {half})), ({order})))"),
+        Line(f"{desc}.store({offsets}, {left})"),
+        Line(f"{desc}.store({second}, {right})"),
+    )
+    why = "epilogue subtile: the launch halved the block (_rt.epilogue_subtile), the tile goes in two halves"
+    return IfBlock(f"{desc}.block_shape[{len(tiles) - 1}] < {cols}", why, halves, (whole,))
 
 
 def make_descriptors(
@@ -203,6 +253,8 @@ def lower_descriptor_blocks(kernel: KernelPlan) -> HookPlan:
             if tensor in flags:
                 block = f'[{", ".join(reversed(items))}] if nargs["{flags[tensor]}"] else {block}'
             lines.append(Line(f'nargs["{tensor}_{suffix}"].block_shape = {block}'))
+            if tensor in kernel.subtiled:  # a tile over _rt.SUBTILE_BYTES: half its columns a store
+                lines.append(Line(f'_epilogue_subtile(nargs["{tensor}_{suffix}"])'))
         return tuple(lines)
 
     body: list[Op] = []

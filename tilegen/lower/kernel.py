@@ -268,5 +268,6 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
         tuple(lower_finish(state.spec, found, lower_kernel) for found in state.across.values()),
         state.folded,
         tuple(state.histograms.values()),
+        tuple(t.name.id for t in state.spec.arrays if t.name.id in state.subtiled),
     )
 

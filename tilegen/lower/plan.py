@@ -241,6 +241,10 @@ class KernelPlan:
     folded: bool = False  # the kernel takes FOLDED_GRID (its grid's programs all along program id 0, see grid.py)
     # (a count's extent, constexpr: its per-program histogram's bins, 0: atomics per lane), see Statements.count
     histograms: tuple[tuple[str, str], ...] = ()
+    # outputs whose TMA store may hold more than _rt.SUBTILE_BYTES: stored in halves where its
+    # descriptor's block is half the tile's columns (``_descriptor_blocks`` halves it, see
+    # runtime.epilogue_subtile)
+    subtiled: tuple[str, ...] = ()
 
     @property
     def runtime_launched(self) -> bool:
@@ -358,6 +362,7 @@ class ModulePlan:
             (self.uses_descriptors, "_has_tma", "has_tma"),
             (self.uses_descriptors, "_rebased", "rebased"),
             (descriptor is not None and descriptor.pieces is not None, "_pieces", "pieces"),
+            (descriptor is not None and bool(descriptor.subtiled), "_epilogue_subtile", "epilogue_subtile"),
             (self.kernel.split is not None, "_no_partials", "no_partials"),
             (self.kernel.split is not None, "_sum_partials", "sum_partials"),
         ]

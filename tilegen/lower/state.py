@@ -118,6 +118,8 @@ class KernelState:
     folded: bool = False  # the kernel takes FOLDED_GRID
     # tensor -> its descriptor's block shape
     descriptor_blocks: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # outputs whose descriptor store may be split in halves of its columns (see Statements.store_tile)
+    subtiled: set[str] = field(default_factory=set)
     # 2D input -> constexpr: column-major, descriptor of its .T
     transposed: dict[str, str] = field(default_factory=dict)
     split: SplitPlan | None = None  # the split loop (set by kernel_params)

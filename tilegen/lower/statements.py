@@ -14,6 +14,7 @@ from typing_extensions import assert_never
 from tilegen import model as m
 from tilegen.lower.access import Access
 from tilegen.lower.checked import tensor_of
+from tilegen.lower.descriptors import may_subtile, subtiled_store
 from tilegen.lower.expressions import Expressions
 from tilegen.lower.finish import partial_stores
 from tilegen.lower.loops import Loops
@@ -181,9 +182,14 @@ class Statements:
         tensor = tensor_of(state.spec, stmt.tensor.id)
         if state.spec.access_style == "descriptor" and context:
             desc, offsets = self.access.descriptor(stmt)
+            blocks = dict(state.descriptor_blocks)[stmt.tensor.id]
             if self.access.unit_reshape(stmt):  # the tile as the descriptor's block: 1 for each index axis
-                blocks = dict(state.descriptor_blocks)[stmt.tensor.id]
                 value = f"({value}).reshape({', '.join(blocks)})"
+            elif may_subtile(state.spec, tensor, blocks):
+                state.subtiled.add(tensor.name.id)
+                tiles = [state.axes[i.id].tile for i in stmt.index if isinstance(i, m.Name)]
+                whole = Line(f"{desc}.store({offsets}, {value})")
+                return [*ops, subtiled_store(desc, offsets, value, tiles, whole)]
             ops.append(Line(f"{desc}.store({offsets}, {value})"))
             return ops
         if state.spec.access_style == "block_ptr" and context:

@@ -136,8 +136,9 @@ def test_the_tail_descriptors_get_the_sub_tiles_block_shape(generated):
     as TAIL_M x TAIL_N); the main descriptors keep the config's."""
     module = generated("matmul_fast")
 
-    class Desc:
+    class Desc:  # what the pre_hook reads and sets: the block, and the base's element size
         block_shape = None
+        base = torch.empty(0, dtype=torch.bfloat16)
 
     for (m, n), (tail_m, tail_n) in SPLITS.items():
         for b_t in (False, True):

@@ -62,13 +62,16 @@ def smallest_block(spec: m.Spec, block: str) -> str:
     (a keyword, or a whole axis's tile)."""
     if block.isdigit() or block not in spec.tuned_params or spec.tune is None:
         return block
+    return str(min(_config_values(spec, block)))
+
+
+def _config_values(spec: m.Spec, block: str) -> list[int]:
+    """The values tuned parameter ``block`` takes in the spec's tune configs (its default where a
+    config leaves it out)."""
+    assert spec.tune is not None, f"{block}: not tuned"
     param = next(p for p in spec.params if p.name.id == block)
-
-    def value(config: m.Config) -> int:
-        given = config.get(block)
-        return int(given.text if given is not None else default_of(param))
-
-    return str(min(value(c) for c in spec.tune.configs))
+    return [int(given.text) if (given := c.get(block)) is not None else int(default_of(param))
+            for c in spec.tune.configs]
 
 
 def largest_block(spec: m.Spec, block: str) -> int | None:
@@ -79,8 +82,7 @@ def largest_block(spec: m.Spec, block: str) -> int | None:
         return int(block)
     if block not in spec.tuned_params or spec.tune is None:
         return None
-    param = next(p for p in spec.params if p.name.id == block)
-    return max(int(c.get(block).text if c.get(block) is not None else default_of(param)) for c in spec.tune.configs)
+    return max(_config_values(spec, block))
 
 
 def may_subtile(spec: m.Spec, tensor: m.Tensor, blocks: tuple[str, ...]) -> bool:

@@ -36,7 +36,6 @@ def _descriptor_blocks(nargs):
     nargs["a_tail_desc"].block_shape = [nargs["BK"], first // tail_m] if nargs["A_T"] else [first // tail_m, nargs["BK"]]
     nargs["b_tail_desc"].block_shape = [nargs["BN"] // tail_n, nargs["BK"]] if nargs["B_T"] else [nargs["BK"], nargs["BN"] // tail_n]
     nargs["c_tail_desc"].block_shape = [first // tail_m, nargs["BN"] // tail_n]
-    _epilogue_subtile(nargs["c_tail_desc"])
 
 
 def _split_grid(size_m, size_n, size_k, block_m, block_n, block_k, device):

@@ -36,7 +36,6 @@ def _descriptor_blocks(nargs):
     nargs["dc_tail_desc"].block_shape = [nargs["BN"], first // tail_m] if nargs["DC_T"] else [first // tail_m, nargs["BN"]]
     nargs["b_tail_desc"].block_shape = [nargs["BN"], nargs["BK"] // tail_n] if nargs["B_T"] else [nargs["BK"] // tail_n, nargs["BN"]]
     nargs["da_tail_desc"].block_shape = [first // tail_m, nargs["BK"] // tail_n]
-    _epilogue_subtile(nargs["da_tail_desc"])
 
 
 def _split_grid(size_m, size_n, size_k, block_m, block_n, block_k, device):

@@ -36,7 +36,6 @@ def _descriptor_blocks(nargs):
     nargs["a_tail_desc"].block_shape = [first // tail_m, nargs["BM"]] if nargs["A_T"] else [nargs["BM"], first // tail_m]
     nargs["dc_tail_desc"].block_shape = [nargs["BN"] // tail_n, nargs["BM"]] if nargs["DC_T"] else [nargs["BM"], nargs["BN"] // tail_n]
     nargs["db_tail_desc"].block_shape = [first // tail_m, nargs["BN"] // tail_n]
-    _epilogue_subtile(nargs["db_tail_desc"])
 
 
 def _split_grid(size_m, size_n, size_k, block_m, block_n, block_k, device):

@@ -28,6 +28,7 @@ kernel mm_subtile
   block BM, BN, BK, GROUP_SIZE_M = 2
   grid flat m over M by BM, n over N by BN
   swizzle m, n group GROUP_SIZE_M
+  split tail
   access descriptor
   tune key M, N, K
     default config BM = 32, BN = 32, BK = 16, num_stages = 2, num_warps = 4
@@ -98,17 +99,44 @@ def test_the_tile_lands_whole_or_in_halves(tmp_path, monkeypatch, limit, dtype, 
     assert blocks[-1] == ([32, 16] if limit == 1024 else [32, 32])
 
 
+def test_the_autotuned_launch_halves_the_tile_but_not_the_tails(tmp_path, monkeypatch):
+    """The autotuner's own launch (a key not tuned yet) runs the pre_hook, which sets the split
+    tail's descriptors too: their block tells the kernel the split of the last wave, so they keep
+    the sub-tile's (9 tiles of 32 x 32 on the interpreter's 4 SMs: the last one in 2 x 2 quarters);
+    the main tile is halved under a lowered limit, and the output is exact."""
+    module = _module(tmp_path)
+    monkeypatch.setattr(module._rt, "SUBTILE_BYTES", 512)  # below a quarter's 1 KiB too
+    monkeypatch.setattr(module.mm_subtile_kernel, "configs", [module._CONFIGS[0]])  # nothing to time
+    monkeypatch.setattr(module._tuner, "tuned_index", lambda name, key: None)
+    monkeypatch.setattr(module._tuner, "remember", lambda key, config: None)
+    shapes = []
+    real = module._descriptor_blocks
+
+    def record(nargs):
+        real(nargs)
+        shapes.append({k: list(v.block_shape) for k, v in nargs.items() if k.endswith("_desc") and v is not None})
+
+    monkeypatch.setattr(module._CONFIGS[0], "pre_hook", record)
+    g = torch.Generator().manual_seed(5)
+    a = torch.randint(-3, 4, (70, 40), generator=g).float()
+    b = torch.randint(-3, 4, (40, 96), generator=g).float()
+    assert module._tail_split(70, 96, 32, 32, 4)[1:] == (2, 2)
+    assert torch.equal(module.mm_subtile(a, b), a @ b)
+    assert shapes[0]["c_desc"] == [32, 16] and shapes[0]["c_tail_desc"] == [16, 16]
+
+
 @pytest.mark.skipif(not GPU, reason="the GPU's shared memory limit: TILEGEN_TEST_GPU=1 and a GPU")
-@pytest.mark.parametrize("config", [0, 1, 21, 22])  # 128 x 256 and 256 x 128 tiles; 192 x 256 in pieces
+@pytest.mark.parametrize("config", [0, 1, 18, 22, None])  # 128 x 256, 256 x 128, 320 x 128 (256 + 64 rows)
 def test_a_float32_weight_gradient_of_the_widest_tiles_compiles_and_is_right(config):
-    """matmul_fast_backward_db's float32 output at the configs whose tile is 128 KiB or more: out
-    of shared memory (the configs failed) before the epilogue was halved."""
+    """matmul_fast_backward_db's float32 output at the configs whose tile is 128 KiB or more (out
+    of shared memory before the epilogue was halved), and tuned (the autotuner's launch, whose
+    pre_hook also gives the split tail's descriptors their blocks); rows TMA can address."""
     from tilegen.nn import module
 
     db = module("matmul_fast_backward_db").matmul_fast_backward_db
     g = torch.Generator(device="cuda").manual_seed(config)
-    x = torch.randn(1000, 520, device="cuda", dtype=torch.bfloat16, generator=g)
-    dy = torch.randn(1000, 777, device="cuda", dtype=torch.bfloat16, generator=g)
+    x = torch.randn(1000, 1544, device="cuda", dtype=torch.bfloat16, generator=g)
+    dy = torch.randn(1000, 2056, device="cuda", dtype=torch.bfloat16, generator=g)
     got = db(x, dy, G=torch.float32, config=config)
     want = x.double().T @ dy.double()
     assert got.dtype == torch.float32

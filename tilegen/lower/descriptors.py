@@ -255,7 +255,8 @@ def lower_descriptor_blocks(kernel: KernelPlan) -> HookPlan:
             if tensor in flags:
                 block = f'[{", ".join(reversed(items))}] if nargs["{flags[tensor]}"] else {block}'
             lines.append(Line(f'nargs["{tensor}_{suffix}"].block_shape = {block}'))
-            if tensor in kernel.subtiled:  # a tile over _rt.SUBTILE_BYTES: half its columns a store
+            if tensor in kernel.subtiled and suffix != "tail_desc":  # a tile over _rt.SUBTILE_BYTES: halves
+                # (not a tail descriptor: its block tells the kernel the split of the last wave)
                 lines.append(Line(f'_epilogue_subtile(nargs["{tensor}_{suffix}"])'))
         return tuple(lines)
 

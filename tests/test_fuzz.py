@@ -224,9 +224,11 @@ _SETTINGS = {
 
 # --------------------------------------------------------------------------- the tests
 
-def test_every_real_spec_builds():
+def test_real_specs_build_through_the_harness():
+    """The harness says "ok" of real specs (else every fuzz case could pass as a refusal); every
+    spec builds in tests/test_build.py's test_generated_is_current, so a sample of kinds here."""
     assert SPECS, "no specs found"
-    for text in SPECS:
+    for text in SPECS[:: max(1, len(SPECS) // 8)]:
         assert check_outcome(text) == "ok"
 
 

@@ -5,7 +5,8 @@ with two GPUs (one runs all but the 2-GPU tests, which skip)::
 
     TILEGEN_TEST_GPU=1 python -m pytest -n 0 tests/test_ops.py tests/test_in_place.py \
         tests/test_gpu_stress.py tests/test_layer_norm.py \
-        tests/test_fast_path.py::test_a_cpu_tensor_after_a_cached_gpu_call_gets_the_device_error
+        tests/test_fast_path.py::test_a_cpu_tensor_after_a_cached_gpu_call_gets_the_device_error \
+        tests/test_subtile.py::test_a_float32_weight_gradient_of_the_widest_tiles_compiles_and_is_right
 
 The rest of the suite expects the interpreter (its tensors are on the CPU). The calls the GPU-only
 tests make are built by functions of the device, which CPU tests run through :func:`fake_call`.

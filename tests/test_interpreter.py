@@ -14,9 +14,10 @@ PROGRAM_ID = tl.program_id  # the builtin, between launches
 
 def test_speed_up_patches_once():
     speed_up()  # conftest has already called it
-    patch_lang, np_dtype = interpreter._patch_lang, interpreter._get_np_dtype
+    semantic = interpreter.interpreter_semantic
+    patched = (interpreter._patch_lang, interpreter._get_np_dtype, semantic.binary_op_type_checking_impl)
     speed_up()
-    assert (interpreter._patch_lang, interpreter._get_np_dtype) == (patch_lang, np_dtype)
+    assert (interpreter._patch_lang, interpreter._get_np_dtype, semantic.binary_op_type_checking_impl) == patched
 
 
 def test_the_language_is_patched_once_a_kernel_and_again_after_its_restore(monkeypatch):
@@ -93,3 +94,40 @@ def test_a_kernel_calling_jit_functions_computes_what_torch_does(block):
     # the kernel's end restored the language (the standard library's functions, whose globals hold
     # triton.language.core, leave that module patched, as Triton's own interpreter does)
     assert tl.program_id is PROGRAM_ID
+
+
+def _original_type_checks():
+    """The interpreter's own ``binary_op_type_checking_impl``, from the closure speed_up wrapped it in."""
+    patched = interpreter.interpreter_semantic.binary_op_type_checking_impl
+    cells = [c.cell_contents for c in (patched.__closure__ or ()) if callable(c.cell_contents)]
+    return next(c for c in cells if getattr(c, "__name__", "") == "binary_op_type_checking_impl")
+
+
+def _tile(values, dtype):
+    """A tile of the interpreter (a tl.tensor over a numpy array) holding ``values`` as ``dtype``."""
+    data = torch.tensor(values).numpy().astype(interpreter._get_np_dtype(dtype))
+    kind = tl.block_type(dtype, list(data.shape)) if data.ndim else dtype
+    return tl.tensor(interpreter.TensorHandle(data, dtype), kind)
+
+
+@pytest.mark.parametrize(("left", "right", "div_or_mod", "kept"), [
+    ((tl.float32, [1.5, -2.0]), (tl.float32, [3.0, 0.25]), False, True),  # one type: as they are
+    ((tl.int32, [[1, 2], [3, 4]]), (tl.int32, [[5, 6], [7, 8]]), True, True),
+    ((tl.int64, 7), (tl.int64, -3), False, True),  # two scalars of one type
+    ((tl.int32, [1, 2]), (tl.int64, [3, 4]), False, False),  # promoted: the interpreter's path
+    ((tl.float16, [1.0, 2.0]), (tl.float16, [3.0, 4.0]), True, False),  # a half divided: to float32
+    ((tl.float32, [[1.0], [2.0]]), (tl.float32, [[3.0, 4.0]]), False, False),  # broadcast
+    ((tl.float32, [1.0, 2.0]), 3, False, False),  # a number
+])
+def test_the_type_checks_of_one_type_return_what_the_interpreters_do(left, right, div_or_mod, kept):
+    speed_up()
+    patched = interpreter.interpreter_semantic.binary_op_type_checking_impl
+    original = _original_type_checks()
+    lhs = _tile(left[1], left[0])
+    rhs = _tile(right[1], right[0]) if isinstance(right, tuple) else right
+    got = patched(lhs, rhs, div_or_mod=div_or_mod)
+    want = original(lhs, rhs, div_or_mod=div_or_mod)
+    assert (got[0] is lhs and got[1] is rhs) == kept  # the same tiles back, not made again
+    for g, w in zip(got, want, strict=True):
+        assert g.type == w.type
+        assert (g.handle.data == w.handle.data).all() and g.handle.data.dtype == w.handle.data.dtype

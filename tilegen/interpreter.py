@@ -1,9 +1,9 @@
 """Faster kernels in Triton's CPU interpreter (``TRITON_INTERPRET=1``) for tilegen's own processes:
 ``tilegen run`` and ``tilegen demo`` on a machine without a GPU, and the test suite.
 
-:func:`speed_up` replaces three pieces of Triton's interpreter with ones that skip work whose
+:func:`speed_up` replaces four pieces of Triton's interpreter with ones that skip work whose
 result the interpreter drops or has already done; no kernel's result changes. Each applies only
-where the interpreter has what it replaces (Triton 3.9 has all three); a Triton without it runs
+where the interpreter has what it replaces (Triton 3.9 has all four); a Triton without it runs
 as it is. A user's own process that imports a generated module is left alone.
 
 1. The overflow checks of 32-bit integer ``+``, ``-`` and ``*``: the interpreter computes each
@@ -17,6 +17,11 @@ as it is. A user's own process that imports a generated module is left alone.
    the modules are not patched already.
 3. ``_get_np_dtype`` (a Triton dtype's numpy dtype), which builds its table of 19 numpy dtypes at
    every call (about 27 us; the interpreter calls it at every splat, cast and load): remembered.
+4. The type checks of a binary operation (``+``, ``*``, ``<``, ``tl.where``'s operands, ...) on two
+   tiles of one type (the same shape and element type: float32, float64, int32 or int64): the
+   interpreter's semantics work out the computation type (that type), cast each operand to it
+   and broadcast them to one shape, all of which returns the operands as they are. Skipped for
+   the interpreter's semantics only (``interpreter_semantic``; a GPU compile keeps its own).
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ def speed_up() -> None:
         interpreter._patch_lang = _patch_lang_once(interpreter._patch_lang, interpreter._LangPatchScope)
     if callable(getattr(interpreter, "_get_np_dtype", None)):
         interpreter._get_np_dtype = _np_dtype_cached(interpreter._get_np_dtype)
+    semantic: Any = getattr(interpreter, "interpreter_semantic", None)
+    if callable(getattr(semantic, "binary_op_type_checking_impl", None)):
+        semantic.binary_op_type_checking_impl = _same_types_as_they_are(semantic.binary_op_type_checking_impl)
     setattr(interpreter, _MARK, True)
 
 
@@ -90,3 +98,21 @@ def _np_dtype_cached(np_dtype: Callable[[Any], Any]) -> Callable[[Any], Any]:
             return np_dtype(dtype)
 
     return cached
+
+
+def _same_types_as_they_are(checking: Callable[..., Any]) -> Callable[..., Any]:
+    """The interpreter's ``binary_op_type_checking_impl(lhs, rhs, ...)`` returning two tiles of one
+    type (float32, float64, int32 or int64 elements, one shape; or two scalars of one such type)
+    as they are, which is what its promotion, casts and broadcast amount to for them (no pointer,
+    so no pointer check refuses); anything else goes through it."""
+    import triton.language as tl
+
+    kept = {tl.float32, tl.float64, tl.int32, tl.int64}
+    tensor = tl.tensor
+
+    def checked(lhs: Any, rhs: Any, *args: Any, **kwargs: Any) -> Any:
+        if type(lhs) is tensor and type(rhs) is tensor and lhs.type == rhs.type and lhs.type.scalar in kept:
+            return lhs, rhs
+        return checking(lhs, rhs, *args, **kwargs)
+
+    return checked

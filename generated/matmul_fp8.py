@@ -7,12 +7,12 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_97bb7449c5dccc03"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_903bdbeb10c153d4"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device, _is_compiling, _grad_enabled, TensorDescriptor, _has_tma, _rebased, _epilogue_subtile = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.TensorDescriptor, _rt.has_tma, _rt.rebased, _rt.epilogue_subtile
+_current_device, _is_compiling, _grad_enabled, TensorDescriptor, _has_tma, _rebased = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.TensorDescriptor, _rt.has_tma, _rt.rebased
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -24,7 +24,6 @@ def _descriptor_blocks(nargs):
     nargs["scale_a_desc"].block_shape = [nargs["BM"]]
     nargs["scale_b_desc"].block_shape = [nargs["BN"]]
     nargs["c_desc"].block_shape = [nargs["BM"], nargs["BN"]]
-    _epilogue_subtile(nargs["c_desc"])
 
 
 _CONFIGS = [
@@ -77,12 +76,7 @@ def matmul_fp8_kernel(
     # specs/matmul_fp8.tile:32: c[m, n] = bf16(acc * scale_a[m] * scale_b[n])
     scale_a = scale_a_desc.load([pid_m * BM])
     scale_b = scale_b_desc.load([pid_n * BN])
-    if c_desc.block_shape[1] < BN:  # epilogue subtile: the launch halved the block (_rt.epilogue_subtile), the tile goes in two halves
-        c_desc_left, c_desc_right = tl.split(tl.permute(tl.reshape((acc * scale_a[:, None] * scale_b[None, :]).to(tl.bfloat16), (BM, 2, BN // 2)), (0, 2, 1)))
-        c_desc.store([pid_m * BM, pid_n * BN], c_desc_left)
-        c_desc.store([pid_m * BM, pid_n * BN + BN // 2], c_desc_right)
-    else:
-        c_desc.store([pid_m * BM, pid_n * BN], (acc * scale_a[:, None] * scale_b[None, :]).to(tl.bfloat16))
+    c_desc.store([pid_m * BM, pid_n * BN], (acc * scale_a[:, None] * scale_b[None, :]).to(tl.bfloat16))
 
 
 _tuner = _rt.Tuner("matmul_fp8", "4bc48ccfdd2c4af6", _CONFIGS, default=7, interpreted=8, fast=_FAST)

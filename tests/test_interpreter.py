@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 from triton.runtime import interpreter
 
-from tilegen.interpreter import _np_dtype_cached, _patch_lang_once, speed_up
+from tilegen.interpreter import _np_dtype_cached, _patch_lang_once, _same_types_as_they_are, speed_up
 
 PROGRAM_ID = tl.program_id  # the builtin, between launches
 
@@ -127,7 +127,17 @@ def test_the_type_checks_of_one_type_return_what_the_interpreters_do(left, right
     rhs = _tile(right[1], right[0]) if isinstance(right, tuple) else right
     got = patched(lhs, rhs, div_or_mod=div_or_mod)
     want = original(lhs, rhs, div_or_mod=div_or_mod)
-    assert (got[0] is lhs and got[1] is rhs) == kept  # the same tiles back, not made again
+    # which calls take the shortcut: a wrapper of a check that refuses everything
+    def refuse(*args, **kwargs):
+        raise LookupError("went through the interpreter's checks")
+
+    routed = _same_types_as_they_are(refuse)
+    if kept:
+        back = routed(lhs, rhs, div_or_mod=div_or_mod)
+        assert back[0] is lhs and back[1] is rhs
+    else:
+        with pytest.raises(LookupError):
+            routed(lhs, rhs, div_or_mod=div_or_mod)
     for g, w in zip(got, want, strict=True):
         assert g.type == w.type
         assert (g.handle.data == w.handle.data).all() and g.handle.data.dtype == w.handle.data.dtype

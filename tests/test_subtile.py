@@ -74,12 +74,15 @@ def test_the_halves_are_written_only_where_a_config_may_need_them(tmp_path):
 
 @pytest.mark.parametrize("limit", [runtime.SUBTILE_BYTES, 1024])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize("mnk", [(32, 32, 16), (70, 96, 40)])  # rows 16-byte aligned: TMA
+# rows 16-byte aligned for TMA; 88 and 72 columns: the last tile's right half partly, and wholly,
+# past the edge
+@pytest.mark.parametrize("mnk", [(32, 32, 16), (70, 88, 40), (70, 72, 40)])
 def test_the_tile_lands_whole_or_in_halves(tmp_path, monkeypatch, limit, dtype, mnk):
     """At the default 32 x 32 config: whole under the runtime's limit, in halves of 16 columns
     where the limit is lowered to 1 KiB (a float32 tile is 4 KiB, a float16 one 2 KiB); masked
-    edges in both axes. Integer-valued inputs make every sum exact: each half lands where its
-    columns are (an unwritten half leaves torch.empty's values)."""
+    edges in both axes, twice (the second call through the fast path, its descriptors remade on
+    the kept ones). Integer-valued inputs make every sum exact: each half lands where its columns
+    are (an unwritten half leaves torch.empty's values)."""
     module = _module(tmp_path)
     force_config(monkeypatch, module, 0)
     monkeypatch.setattr(module._rt, "SUBTILE_BYTES", limit)
@@ -95,8 +98,30 @@ def test_the_tile_lands_whole_or_in_halves(tmp_path, monkeypatch, limit, dtype, 
     g = torch.Generator().manual_seed(m + n + k)
     a = torch.randint(-3, 4, (m, k), generator=g).to(dtype)
     b = torch.randint(-3, 4, (k, n), generator=g).to(dtype)
-    assert torch.equal(module.mm_subtile(a, b), (a.double() @ b.double()).to(dtype))
+    for _ in range(2):
+        assert torch.equal(module.mm_subtile(a, b), (a.double() @ b.double()).to(dtype))
     assert blocks[-1] == ([32, 16] if limit == 1024 else [32, 32])
+
+
+@pytest.mark.parametrize("config", [16, 23])  # BK = 192 (128 + 64 rows), 32: with the limit lowered
+def test_each_row_piece_lands_whole_or_in_halves(generated, monkeypatch, config):
+    """matmul_fast_backward_db's float32 weight gradient at a config whose rows are two pieces
+    (its descriptor and its _piece_desc each halved) and at one of one piece, under a limit of
+    2 KiB; the right halves of the last column tile partly past the edge. Exact on integers."""
+    module = generated("matmul_fast_backward_db")
+    force_config(monkeypatch, module, config)
+    monkeypatch.setattr(module._rt, "SUBTILE_BYTES", 2048)
+    blocks = []
+    real = module._descriptor_blocks
+    monkeypatch.setattr(module, "_descriptor_blocks", lambda nargs: real(nargs) or blocks.append(
+        {k: list(v.block_shape) for k, v in nargs.items() if k.startswith("db_") and v is not None}))
+    g = torch.Generator().manual_seed(config)
+    x = torch.randint(-3, 4, (24, 200), generator=g).to(torch.bfloat16)
+    dy = torch.randint(-3, 4, (24, 136), generator=g).to(torch.bfloat16)
+    got = module.matmul_fast_backward_db(x, dy, G=torch.float32)
+    assert got.dtype == torch.float32 and torch.equal(got, x.float().T @ dy.float())
+    halved = {"db_desc": [128, 64], "db_piece_desc": [64, 64]} if config == 16 else {"db_desc": [32, 16]}
+    assert blocks[-1] == halved
 
 
 def test_the_autotuned_launch_halves_the_tile_but_not_the_tails(tmp_path, monkeypatch):

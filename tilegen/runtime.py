@@ -945,8 +945,8 @@ def pieces(block: int) -> tuple[int, int]:
 
 
 #: The most bytes of an output tile that one TMA store stages in shared memory: a larger tile
-#: (a float32 128 x 256, 128 KiB, beside the loop's 147 KiB of operand stages) is stored in two
-#: halves of its columns through one 64 KiB buffer (:func:`epilogue_subtile`), as Triton's
+#: (a float32 128 x 256, 128 KiB, beside the loop's 144 KiB of operand stages) is stored in two
+#: halves of its columns, each staged alone (:func:`epilogue_subtile`: halved once), as Triton's
 #: persistent-matmul tutorial (09) stores its ``EPILOGUE_SUBTILE`` halves.
 SUBTILE_BYTES = 65536
 
@@ -959,8 +959,9 @@ def epilogue_subtile(descriptor: "TensorDescriptor | None") -> None:
     float32 output of the largest tiles runs out of shared memory (the configs fail to compile)."""
     if descriptor is None:
         return
-    block = list(descriptor.block_shape)
-    if math.prod(block) * descriptor.base.element_size() > SUBTILE_BYTES and block[-1] % 2 == 0:
+    block, size = list(descriptor.block_shape), descriptor.base.element_size()
+    # halves of an even width whose rows stay 16 bytes or more (TMA's least box row)
+    if math.prod(block) * size > SUBTILE_BYTES and block[-1] % 2 == 0 and block[-1] // 2 * size >= 16:
         descriptor.block_shape = [*block[:-1], block[-1] // 2]
 
 

@@ -14,7 +14,7 @@ from tilegen.lower.names import dtype_options
 from tilegen.lower.plan import HookPlan, IfBlock, KernelPlan, Line, Op
 
 #: The most bytes of an output tile one TMA store stages: the runtime's ``SUBTILE_BYTES``
-#: (tests/test_descriptors.py checks that they agree), which decides per launch.
+#: (tests/test_subtile.py checks that they agree), which decides per launch.
 SUBTILE_BYTES = 65536
 
 
@@ -74,27 +74,20 @@ def _config_values(spec: m.Spec, block: str) -> list[int]:
             for c in spec.tune.configs]
 
 
-def largest_block(spec: m.Spec, block: str) -> int | None:
-    """The largest value a descriptor block dimension takes: a literal, the most of the tune
-    configs' values for a tuned parameter; None where it is not known before a call (a keyword, a
-    whole axis's tile)."""
-    if block.isdigit():
-        return int(block)
-    if block not in spec.tuned_params or spec.tune is None:
-        return None
-    return max(_config_values(spec, block))
-
-
 def may_subtile(spec: m.Spec, tensor: m.Tensor, blocks: tuple[str, ...]) -> bool:
     """Whether some config's store of ``tensor``'s tile (its descriptor's ``blocks``, 2 or more of
-    them) may stage more than :data:`SUBTILE_BYTES` in shared memory, in its widest dtype: then
-    the kernel stores it in two halves of its columns where the launch halved its descriptor's
-    last block (the runtime's ``epilogue_subtile``)."""
-    sizes = [largest_block(spec, b) for b in blocks]
-    if len(sizes) < 2 or any(s is None for s in sizes):
+    them: literals and tuned parameters) may stage more than :data:`SUBTILE_BYTES` in shared
+    memory, in its widest dtype: then the kernel stores it in two halves of its columns where the
+    launch halved its descriptor's last block (the runtime's ``epilogue_subtile``). A block the
+    configs do not set (a keyword, a whole axis's tile) makes it False: nothing is known to halve."""
+    tuned = [b for b in blocks if not b.isdigit()]
+    if len(blocks) < 2 or spec.tune is None or any(b not in spec.tuned_params for b in tuned):
         return False
-    widest = max(m.DTYPE_BYTES[d] for d in dtype_options(tensor.dtype))
-    return math.prod(s for s in sizes if s is not None) * widest > SUBTILE_BYTES
+    fixed = math.prod(int(b) for b in blocks if b.isdigit())
+    per_config = zip(*(_config_values(spec, b) for b in tuned), strict=True) if tuned else [()]
+    widest: int = max(m.DTYPE_BYTES[d] for d in dtype_options(tensor.dtype))
+    largest: int = max(fixed * math.prod(values) for values in per_config)
+    return largest * widest > SUBTILE_BYTES
 
 
 def subtiled_store(desc: str, offsets: str, value: str, tiles: list[str], whole: Op) -> Op:

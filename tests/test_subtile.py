@@ -53,15 +53,16 @@ def test_the_compiler_and_the_runtime_agree_on_the_limit():
 
 def test_only_a_tile_over_the_limit_is_halved():
     """float32 128 x 256 (128 KiB) halves its columns; float16 128 x 256 and float32 128 x 128
-    (64 KiB each) and an absent descriptor stay as they are."""
+    (64 KiB each), a block whose halves' rows would be under TMA's 16 bytes, and an absent
+    descriptor stay as they are."""
     shapes = {}
     for name, dtype, block in [("f32 wide", torch.float32, [128, 256]), ("f16 wide", torch.float16, [128, 256]),
-                               ("f32 square", torch.float32, [128, 128])]:
+                               ("f32 square", torch.float32, [128, 128]), ("f32 narrow", torch.float32, [8192, 4])]:
         desc = runtime.TensorDescriptor(torch.empty(256, 512, dtype=dtype), [256, 512], [512, 1], block)
         runtime.epilogue_subtile(desc)
         shapes[name] = list(desc.block_shape)
     runtime.epilogue_subtile(None)
-    assert shapes == {"f32 wide": [128, 128], "f16 wide": [128, 256], "f32 square": [128, 128]}
+    assert shapes == {"f32 wide": [128, 128], "f16 wide": [128, 256], "f32 square": [128, 128], "f32 narrow": [8192, 4]}
 
 
 def test_the_halves_are_written_only_where_a_config_may_need_them(tmp_path):

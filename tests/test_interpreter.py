@@ -103,6 +103,18 @@ def _original_type_checks():
     return next(c for c in cells if getattr(c, "__name__", "") == "binary_op_type_checking_impl")
 
 
+def test_pointer_tiles_go_through_the_interpreters_checks():
+    """Two tiles of pointers of one type (unhashable dtypes) are the interpreter's to check."""
+    def refuse(*args, **kwargs):
+        raise LookupError("went through the interpreter's checks")
+
+    pointer = tl.pointer_type(tl.float32)
+    lhs = tl.tensor(interpreter.TensorHandle(torch.tensor([0, 8]).numpy().astype("uint64"), pointer),
+                    tl.block_type(pointer, [2]))
+    with pytest.raises(LookupError):
+        _same_types_as_they_are(refuse)(lhs, lhs, True, True)
+
+
 def _tile(values, dtype):
     """A tile of the interpreter (a tl.tensor over a numpy array) holding ``values`` as ``dtype``."""
     data = torch.tensor(values).numpy().astype(interpreter._get_np_dtype(dtype))

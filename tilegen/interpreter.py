@@ -107,7 +107,7 @@ def _same_types_as_they_are(checking: Callable[..., Any]) -> Callable[..., Any]:
     so no pointer check refuses); anything else goes through it."""
     import triton.language as tl
 
-    kept = {tl.float32, tl.float64, tl.int32, tl.int64}
+    kept = (tl.float32, tl.float64, tl.int32, tl.int64)  # compared, not hashed: pointer types do not hash
     tensor = tl.tensor
 
     def checked(lhs: Any, rhs: Any, *args: Any, **kwargs: Any) -> Any:

@@ -103,16 +103,24 @@ def _original_type_checks():
     return next(c for c in cells if getattr(c, "__name__", "") == "binary_op_type_checking_impl")
 
 
-def test_pointer_tiles_go_through_the_interpreters_checks():
-    """Two tiles of pointers of one type (unhashable dtypes) are the interpreter's to check."""
-    def refuse(*args, **kwargs):
+class _Refusing:
+    """Semantics whose type checks refuse every call (with the interpreter's builder to splat
+    with): what a call the shortcut does not take runs into."""
+
+    builder = interpreter.interpreter_semantic.builder
+    make_tensor = interpreter.interpreter_semantic.make_tensor
+
+    def binary_op_type_checking_impl(self, *args, **kwargs):
         raise LookupError("went through the interpreter's checks")
 
+
+def test_pointer_tiles_go_through_the_interpreters_checks():
+    """Two tiles of pointers of one type (unhashable dtypes) are the interpreter's to check."""
     pointer = tl.pointer_type(tl.float32)
     lhs = tl.tensor(interpreter.TensorHandle(torch.tensor([0, 8]).numpy().astype("uint64"), pointer),
                     tl.block_type(pointer, [2]))
     with pytest.raises(LookupError):
-        _same_types_as_they_are(refuse)(lhs, lhs, True, True)
+        _same_types_as_they_are(_Refusing().binary_op_type_checking_impl)(lhs, lhs, True, True)
 
 
 def _tile(values, dtype):
@@ -122,16 +130,20 @@ def _tile(values, dtype):
     return tl.tensor(interpreter.TensorHandle(data, dtype), kind)
 
 
-@pytest.mark.parametrize(("left", "right", "div_or_mod", "kept"), [
-    ((tl.float32, [1.5, -2.0]), (tl.float32, [3.0, 0.25]), False, True),  # one type: as they are
-    ((tl.int32, [[1, 2], [3, 4]]), (tl.int32, [[5, 6], [7, 8]]), True, True),
-    ((tl.int64, 7), (tl.int64, -3), False, True),  # two scalars of one type
-    ((tl.int32, [1, 2]), (tl.int64, [3, 4]), False, False),  # promoted: the interpreter's path
-    ((tl.float16, [1.0, 2.0]), (tl.float16, [3.0, 4.0]), True, False),  # a half divided: to float32
-    ((tl.float32, [[1.0], [2.0]]), (tl.float32, [[3.0, 4.0]]), False, False),  # broadcast
-    ((tl.float32, [1.0, 2.0]), 3, False, False),  # a number
+@pytest.mark.parametrize(("left", "right", "div_or_mod", "shortcut"), [
+    ((tl.float32, [1.5, -2.0]), (tl.float32, [3.0, 0.25]), False, "as they are"),  # one type
+    ((tl.int32, [[1, 2], [3, 4]]), (tl.int32, [[5, 6], [7, 8]]), True, "as they are"),
+    ((tl.int64, 7), (tl.int64, -3), False, "as they are"),  # two scalars of one type
+    ((tl.int1, [True, False]), (tl.int1, [True, True]), False, "as they are"),
+    ((tl.int32, [[1, 2], [3, 4]]), (tl.int32, 9), False, "splat"),  # a block and a scalar
+    ((tl.float64, 0.5), (tl.float64, [1.0, 2.0, 3.0, 4.0]), True, "splat"),
+    ((tl.int32, [1, 2]), (tl.int64, [3, 4]), False, None),  # promoted: the interpreter's path
+    ((tl.int32, [1, 2]), (tl.int64, 3), False, None),
+    ((tl.float16, [1.0, 2.0]), (tl.float16, [3.0, 4.0]), True, None),  # a half divided: to float32
+    ((tl.float32, [[1.0], [2.0]]), (tl.float32, [[3.0, 4.0]]), False, None),  # broadcast
+    ((tl.float32, [1.0, 2.0]), 3, False, None),  # a number
 ])
-def test_the_type_checks_of_one_type_return_what_the_interpreters_do(left, right, div_or_mod, kept):
+def test_the_type_checks_of_one_type_return_what_the_interpreters_do(left, right, div_or_mod, shortcut):
     speed_up()
     patched = interpreter.interpreter_semantic.binary_op_type_checking_impl
     original = _original_type_checks()
@@ -139,17 +151,13 @@ def test_the_type_checks_of_one_type_return_what_the_interpreters_do(left, right
     rhs = _tile(right[1], right[0]) if isinstance(right, tuple) else right
     got = patched(lhs, rhs, div_or_mod=div_or_mod)
     want = original(lhs, rhs, div_or_mod=div_or_mod)
-    # which calls take the shortcut: a wrapper of a check that refuses everything
-    def refuse(*args, **kwargs):
-        raise LookupError("went through the interpreter's checks")
-
-    routed = _same_types_as_they_are(refuse)
-    if kept:
-        back = routed(lhs, rhs, div_or_mod=div_or_mod)
-        assert back[0] is lhs and back[1] is rhs
-    else:
-        with pytest.raises(LookupError):
-            routed(lhs, rhs, div_or_mod=div_or_mod)
     for g, w in zip(got, want, strict=True):
         assert g.type == w.type
         assert (g.handle.data == w.handle.data).all() and g.handle.data.dtype == w.handle.data.dtype
+    routed = _same_types_as_they_are(_Refusing().binary_op_type_checking_impl)  # which calls take it
+    if shortcut is None:
+        with pytest.raises(LookupError):
+            routed(lhs, rhs, div_or_mod=div_or_mod)
+    else:
+        back = routed(lhs, rhs, div_or_mod=div_or_mod)
+        assert (back[0] is lhs and back[1] is rhs) == (shortcut == "as they are")

@@ -18,10 +18,11 @@ as it is. A user's own process that imports a generated module is left alone.
 3. ``_get_np_dtype`` (a Triton dtype's numpy dtype), which builds its table of 19 numpy dtypes at
    every call (about 27 us; the interpreter calls it at every splat, cast and load): remembered.
 4. The type checks of a binary operation (``+``, ``*``, ``<``, ``tl.where``'s operands, ...) on two
-   tiles of one type (the same shape and element type: float32, float64, int32 or int64): the
-   interpreter's semantics work out the computation type (that type), cast each operand to it
-   and broadcast them to one shape, all of which returns the operands as they are. Skipped for
-   the interpreter's semantics only (``interpreter_semantic``; a GPU compile keeps its own).
+   tiles of one element type (float32, float64, int32, int64 or int1): the interpreter's
+   semantics work out the computation type (that type), cast each operand to it (no cast) and
+   broadcast them to one shape, which returns them as they are, or with a scalar splat to the
+   other's block. Done directly for the interpreter's semantics only (``interpreter_semantic``;
+   a GPU compile keeps its own).
 """
 
 from __future__ import annotations
@@ -101,18 +102,33 @@ def _np_dtype_cached(np_dtype: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 def _same_types_as_they_are(checking: Callable[..., Any]) -> Callable[..., Any]:
-    """The interpreter's ``binary_op_type_checking_impl(lhs, rhs, ...)`` returning two tiles of one
-    type (float32, float64, int32 or int64 elements, one shape; or two scalars of one such type)
-    as they are, which is what its promotion, casts and broadcast amount to for them (no pointer,
-    so no pointer check refuses); anything else goes through it."""
+    """The interpreter's ``binary_op_type_checking_impl(lhs, rhs, ...)`` (a bound method of its
+    semantics) for two tiles of one element type, float32, float64, int32, int64 or int1: where
+    their shapes are one (two scalars, or two tiles of one shape) it returns them as they are, and
+    where one is a scalar and the other a block, the scalar splat to the block's shape, as its
+    broadcast does: what its promotion (to that type), casts (none) and broadcast amount to for
+    them (no pointer, so no pointer check refuses). Anything else goes through it."""
     import triton.language as tl
 
-    kept = (tl.float32, tl.float64, tl.int32, tl.int64)  # compared, not hashed: pointer types do not hash
+    kept = (tl.float32, tl.float64, tl.int32, tl.int64, tl.int1)  # compared: pointer types do not hash
     tensor = tl.tensor
+    semantic: Any = getattr(checking, "__self__")  # noqa: B009 (a bound method; the type says Callable)
+
+    def splat(scalar: Any, block: Any) -> Any:
+        """``scalar`` (a 0-d tile) splat to ``block``'s shape, as broadcast_impl_value does."""
+        shaped, builder = block.with_element_ty(scalar.type.scalar), semantic.builder
+        return semantic.make_tensor(builder.create_splat(shaped.to_ir(builder), scalar.handle), shaped)
 
     def checked(lhs: Any, rhs: Any, *args: Any, **kwargs: Any) -> Any:
-        if type(lhs) is tensor and type(rhs) is tensor and lhs.type == rhs.type and lhs.type.scalar in kept:
-            return lhs, rhs
+        if type(lhs) is tensor and type(rhs) is tensor:
+            left, right = lhs.type, rhs.type
+            if left.scalar == right.scalar and left.scalar in kept:
+                if left == right:
+                    return lhs, rhs
+                if left.is_block() and not right.is_block():
+                    return lhs, splat(rhs, left)
+                if right.is_block() and not left.is_block():
+                    return splat(lhs, right), rhs
         return checking(lhs, rhs, *args, **kwargs)
 
     return checked

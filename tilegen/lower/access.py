@@ -221,18 +221,17 @@ class Access:
         as tutorial 09 reads ``b`` stored ``[N, K]``. Index axes and constants of the index are
         blocks of 1, reshaped away: ``k_desc.load([pid_z, pid_h, n * BN, 0]).reshape(BN, BLOCK_D)``."""
         desc, offsets = self.descriptor(access)
-        load = Line(f"{var} = {desc}.load({offsets}){self.unit_reshape(access)}")
+        load = Line(f"{var} = {desc}.load([{', '.join(offsets)}]){self.unit_reshape(access)}")
         flag = self.state.transposed.get(access.tensor.id)
         if flag is None:
             return load
-        swapped = "[" + ", ".join(reversed(offsets[1:-1].split(", "))) + "]"
-        column = Line(f"{var} = {desc}.load({swapped}).T")
+        column = Line(f"{var} = {desc}.load([{', '.join(reversed(offsets))}]).T")
         why = f"{access.tensor.id} is column-major: its descriptor spans {access.tensor.id}.T"
         return IfBlock(flag, why, (column,), (load,))
 
-    def descriptor(self, access: m.Load | m.Store) -> tuple[str, str]:
+    def descriptor(self, access: m.Load | m.Store) -> tuple[str, list[str]]:
         """The host-made tensor descriptor argument of ``tensor`` (``a_desc``) and the offsets
-        of this access's tile; records the descriptor's block shape for the launcher (1 where
+        of this access's tile, one a dimension; records the descriptor's block shape for the launcher (1 where
         the index holds an index axis, a constant or an offset of index axes and sizes)."""
         state = self.state
         tensor = tensor_of(state.spec, access.tensor.id)
@@ -253,7 +252,7 @@ class Access:
                 offsets.append(state.axes[item.id].start)
         state.descriptor_blocks.setdefault(tensor.name.id, tuple(blocks))
         second = state.piece == 1 and pieced(state, access.index)  # the second row piece's descriptor
-        return f"{tensor.name.id}_{'piece_desc' if second else 'desc'}", "[" + ", ".join(offsets) + "]"
+        return f"{tensor.name.id}_{'piece_desc' if second else 'desc'}", offsets
 
     def unit_reshape(self, access: m.Load | m.Store) -> str:
         """``.reshape(...)`` from a descriptor's block to the access's tile, dropping the blocks

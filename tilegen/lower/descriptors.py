@@ -90,23 +90,23 @@ def may_subtile(spec: m.Spec, tensor: m.Tensor, blocks: tuple[str, ...]) -> bool
     return largest * widest > SUBTILE_BYTES
 
 
-def subtiled_store(desc: str, offsets: str, value: str, tiles: list[str], whole: Op) -> Op:
-    """The TMA store of tile ``value`` (of block shape ``tiles``) at ``offsets`` through ``desc``,
-    in two halves of its columns where the launch gave ``desc`` a block of half the tile's last
-    dimension (a constexpr test: the halves compile, or ``whole``); Triton's tutorial 09 splits
-    its epilogue so, to stage half the tile in shared memory."""
+def subtiled_store(desc: str, offsets: list[str], value: str, tiles: list[str]) -> Op:
+    """The TMA store of tile ``value`` (of block shape ``tiles``) at ``offsets`` (one a dimension)
+    through ``desc``, in two halves of its columns where the launch gave ``desc`` a block of half
+    the tile's last dimension (a constexpr test: the halves compile, or the whole store); Triton's
+    tutorial 09 splits its epilogue so, to stage half the tile in shared memory."""
     rows, cols = tiles[:-1], tiles[-1]
     half = f"{cols} // 2"
-    parts = offsets[1:-1].split(", ")
-    second = "[" + ", ".join([*parts[:-1], f"{parts[-1]} + {half}"]) + "]"
+    first, second = ", ".join(offsets), ", ".join([*offsets[:-1], f"{offsets[-1]} + {half}"])
     order = ", ".join(str(i) for i in (*range(len(rows)), len(rows) + 1, len(rows)))
     left, right = f"{desc}_left", f"{desc}_right"
     halves = (
         Line(f"{left}, {right} = tl.split(tl.permute(tl.reshape({value}, ({', '.join(rows)}, 2, {half})), ({order})))"),
-        Line(f"{desc}.store({offsets}, {left})"),
-        Line(f"{desc}.store({second}, {right})"),
+        Line(f"{desc}.store([{first}], {left})"),
+        Line(f"{desc}.store([{second}], {right})"),
     )
     why = "epilogue subtile: the launch halved the block (_rt.epilogue_subtile), the tile goes in two halves"
+    whole = Line(f"{desc}.store([{first}], {value})")
     return IfBlock(f"{desc}.block_shape[{len(tiles) - 1}] < {cols}", why, halves, (whole,))
 
 

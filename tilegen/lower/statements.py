@@ -188,9 +188,8 @@ class Statements:
             elif may_subtile(state.spec, tensor, blocks):
                 state.subtiled.add(tensor.name.id)
                 tiles = [state.axes[i.id].tile for i in stmt.index if isinstance(i, m.Name)]
-                whole = Line(f"{desc}.store({offsets}, {value})")
-                return [*ops, subtiled_store(desc, offsets, value, tiles, whole)]
-            ops.append(Line(f"{desc}.store({offsets}, {value})"))
+                return [*ops, subtiled_store(desc, offsets, value, tiles)]
+            ops.append(Line(f"{desc}.store([{', '.join(offsets)}], {value})"))
             return ops
         if state.spec.access_style == "block_ptr" and context:
             ptr, checked = self.access.block_ptr(stmt, ops)

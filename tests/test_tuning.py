@@ -64,6 +64,37 @@ def test_quick_takes_the_nearest_tuned_sizes_of_this_device(gpu_tuner):
     assert tuner.tuned_index("matmul_fast", _key(2048, 2048, "torch.float32")) == 23  # nothing like it: default
 
 
+def test_quick_takes_a_config_tuned_for_the_other_layout_an_octave_farther(gpu_tuner):
+    """A matmul whose operand comes column-major (an ``nn.Linear`` weight's transpose) where only
+    the row-major layout was tuned takes that layout's config for its sizes, not the default: a
+    layout that differs weighs as one octave of size, a flag against another word still refuses."""
+    module, make = gpu_tuner
+    tuner = make({
+        "cpu|8192,2816,1024,False,False,torch.bfloat16": module._CONFIGS[5].all_kwargs(),
+        "cpu|2048,2816,1024,False,True,torch.bfloat16": module._CONFIGS[7].all_kwargs(),  # 2 octaves off
+        "cpu|64,64,64,False,True,torch.bfloat16": module._CONFIGS[3].all_kwargs(),
+        "cpu|8192,2816,1024,pointers,False,torch.bfloat16": module._CONFIGS[9].all_kwargs(),
+    })
+    assert tuner.tuned_index("matmul_fast", _key(8192, 2816, 1024, False, True, "torch.bfloat16")) == 5
+    assert tuner.tuned_index("matmul_fast", _key(2048, 2816, 1024, False, True, "torch.bfloat16")) == 7  # its own
+    assert tuner.tuned_index("matmul_fast", _key(8192, 2816, 1024, True, True, "torch.bfloat16")) == 5  # 2 flags: 2
+    assert tuner.tuned_index("matmul_fast", _key(64, 64, 64, True, False, "torch.bfloat16")) == 3
+
+
+def test_the_shipped_matmul_table_serves_a_linear_weights_layout(generated, gpu_tuner):
+    """matmul_fast's shipped table holds row-major weights (``x @ w``); a linear layer's weight
+    (``x @ weight.T``: b column-major) at the same sizes runs the config tuned for them."""
+    module, make = gpu_tuner
+    tuner = make()
+    tuner.path = str(tuner.path) + ".none"
+    tuner.shipped = {key.replace("sm_90|", "cpu|"): kwargs for key, kwargs in module._tuner.shipped.items()}
+    row_major = _key(8192, 2816, 1024, False, False, "torch.bfloat16")
+    assert f"cpu|{','.join(map(str, row_major[1:]))}" in tuner.shipped
+    wanted = tuner.tuned_index("matmul_fast", row_major)
+    assert wanted != 23
+    assert tuner.tuned_index("matmul_fast", _key(8192, 2816, 1024, False, True, "torch.bfloat16")) == wanted
+
+
 def test_quick_without_a_cache_runs_the_default_and_times_nothing(gpu_tuner):
     _, make = gpu_tuner
     tuner = make()

@@ -1642,13 +1642,22 @@ _ALIKE_DTYPES = frozenset({"torch.float16", "torch.bfloat16"})
 #: key's own dtype wins at sizes up to that much farther
 ALIKE_DTYPE_DISTANCE = 1.0
 
+#: what a flag of another value adds to a key's distance (a matmul's column-major operand, ``A_T``
+#: or ``B_T``, against a row-major one): as much as one size twice as large. The spec's configs
+#: all run in either layout, and the same tiles fill the GPU's waves in both, so a config tuned
+#: for the other layout at these sizes beats the default by far (matmul_fast at 8192 x 2816 x 1024
+#: with an ``nn.Linear`` weight's transpose: the default's 32 x 32 tiles run at a fifth of the
+#: tuned tiles' speed)
+FLAG_DISTANCE = 1.0
+_FLAGS = frozenset({"True", "False"})
+
 
 def _size_distance(wanted: Sequence[str], cached: Sequence[str]) -> float | None:
     """How far the sizes of a cached key (``cached``: its parts after the device, as text) lie
     from ``wanted`` (the same for the sizes asked): the sum over differing parts of
     ``|log2(a / b)|``, plus :data:`ALIKE_DTYPE_DISTANCE` for a dtype of the same size (f16 for
-    bf16); None where they differ otherwise (another number of parts, another dtype, layout or
-    variant, a size of 0)."""
+    bf16) and :data:`FLAG_DISTANCE` for a flag of the other value (a layout); None where they
+    differ otherwise (another number of parts, another dtype or variant, a size of 0)."""
     if len(wanted) != len(cached):
         return None
     distance = 0.0
@@ -1657,6 +1666,9 @@ def _size_distance(wanted: Sequence[str], cached: Sequence[str]) -> float | None
             continue
         if a in _ALIKE_DTYPES and b in _ALIKE_DTYPES:
             distance += ALIKE_DTYPE_DISTANCE
+            continue
+        if a in _FLAGS and b in _FLAGS:
+            distance += FLAG_DISTANCE
             continue
         if not (a.isdigit() and b.isdigit()) or int(a) == 0 or int(b) == 0:
             return None
@@ -1750,8 +1762,8 @@ class Tuner:
 
     def nearest(self, tune_key: "TuneKey") -> int | None:
         """The index of the config tuned for the sizes nearest ``tune_key``'s
-        (:func:`_size_distance`; the same layouts and variant, the same dtypes or f16 for bf16 and
-        back), or None: among those
+        (:func:`_size_distance`; the same variant, the same dtypes or f16 for bf16 and back,
+        the same layouts or, an octave farther, the others), or None: among those
         cached on disk for this device, else among those shipped for its architecture
         (``shipped``, matched by the keywords the table gives)."""
         device, *sizes = tune_key

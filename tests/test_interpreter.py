@@ -161,3 +161,52 @@ def test_the_type_checks_of_one_type_return_what_the_interpreters_do(left, right
     else:
         back = routed(lhs, rhs, div_or_mod=div_or_mod)
         assert (back[0] is lhs and back[1] is rhs) == (shortcut == "as they are")
+
+
+def _made_by(cls):
+    """``cls.__init__`` as Triton wrote it (``speed_up`` keeps it), or the one in use where this
+    Triton was left alone."""
+    return getattr(cls, "_tilegen_made_by", cls.__init__)
+
+
+def _original_block(element_ty, shape):
+    block = tl.block_type.__new__(tl.block_type)
+    _made_by(tl.block_type)(block, element_ty, shape)
+    return block
+
+
+@pytest.mark.parametrize("element_ty", [tl.float32, tl.int1, tl.bfloat16, tl.pointer_type(tl.float16)])
+@pytest.mark.parametrize("shape", [[1], [16], [4, 32], [2, 8, 2]])
+def test_block_types_and_tiles_are_what_the_interpreters_are(element_ty, shape):
+    """A block type of a shape made before (item 5) and a tile of it (item 6) hold what Triton's own
+    constructors give: extents, product, name; the tile's constexpr extents, numel and dtype; and a
+    block type made from another's shape (``with_element_ty``) is equal to Triton's."""
+    speed_up()
+    assert tl.block_type.__init__ is not _made_by(tl.block_type)  # this Triton is sped up
+    for _ in range(2):  # the first makes, the second shares
+        block, original = tl.block_type(element_ty, list(shape)), _original_block(element_ty, list(shape))
+        assert (list(block.shape), block.numel, block.name) == (list(original.shape), original.numel, original.name)
+        assert type(block.shape) is type(original.shape) and block == original
+        tile, made = tl.tensor(None, block), tl.tensor.__new__(tl.tensor)
+        _made_by(tl.tensor)(made, None, original)
+        assert [s.value for s in tile.shape] == [s.value for s in made.shape] and tile.numel.value == made.numel.value
+        assert type(tile.shape) is type(made.shape) and tile.dtype == made.dtype and tile.type is block
+        other = block.with_element_ty(tl.int32)
+        assert other == _original_block(tl.int32, list(shape)) and other.name == _original_block(tl.int32, list(shape)).name
+    assert tl.block_type(element_ty, list(shape)).shape is block.shape  # shared, not made again
+    assert tl.tensor(None, block).shape is tile.shape
+    scalar = tl.tensor(None, element_ty)
+    assert list(scalar.shape) == [] and scalar.numel.value == 1 and scalar.dtype == element_ty
+
+
+@pytest.mark.parametrize("shape, error", [([3], ValueError), ([], TypeError), ([2 ** 21, 2 ** 10], ValueError)])
+def test_a_bad_block_shape_raises_every_time(shape, error):
+    """A shape Triton refuses (an extent not a power of two, no extent, too many elements) is
+    refused each time, as Triton's constructor refuses it, never remembered."""
+    speed_up()
+    for _ in range(2):
+        with pytest.raises(error) as raised:
+            tl.block_type(tl.float32, shape)
+        with pytest.raises(error) as expected:
+            _original_block(tl.float32, shape)
+        assert str(raised.value) == str(expected.value)

@@ -1,9 +1,9 @@
 """Faster kernels in Triton's CPU interpreter (``TRITON_INTERPRET=1``) for tilegen's own processes:
 ``tilegen run`` and ``tilegen demo`` on a machine without a GPU, and the test suite.
 
-:func:`speed_up` replaces four pieces of Triton's interpreter with ones that skip work whose
+:func:`speed_up` replaces six pieces of Triton's interpreter with ones that skip work whose
 result the interpreter drops or has already done; no kernel's result changes. Each applies only
-where the interpreter has what it replaces (Triton 3.9 has all four); a Triton without it runs
+where the interpreter has what it replaces (Triton 3.9 has all six); a Triton without it runs
 as it is. A user's own process that imports a generated module is left alone.
 
 1. The overflow checks of 32-bit integer ``+``, ``-`` and ``*``: the interpreter computes each
@@ -23,6 +23,15 @@ as it is. A user's own process that imports a generated module is left alone.
    broadcast them to one shape, which returns them as they are, or with a scalar splat to the
    other's block. Done directly for the interpreter's semantics only (``interpreter_semantic``;
    a GPU compile keeps its own).
+5. A block type's making: every ``tl.block_type`` (one per operation on tiles) unwraps its shape,
+   checks that each extent is a power of two and their product within Triton's limit, builds the
+   extents as a ``tl.tuple`` (with its tuple type) and writes its name. A shape of plain integers
+   that passed once passes again: its extents object, product and text are made once and shared
+   (a shape that fails is checked each time and raises as before).
+6. A tile's shape: every ``tl.tensor`` the interpreter makes (one per operation) builds its
+   ``shape`` (a ``tl.tuple`` of constexprs) and ``numel`` anew; for a tile of a shared block shape
+   (item 5), and for 0-d tiles, they are made once and shared. Constexprs are values, and nothing
+   in Triton changes a tile's shape after it is made.
 """
 
 from __future__ import annotations
@@ -53,6 +62,7 @@ def speed_up() -> None:
     semantic: Any = getattr(interpreter, "interpreter_semantic", None)
     if callable(getattr(semantic, "binary_op_type_checking_impl", None)):
         semantic.binary_op_type_checking_impl = _same_types_as_they_are(semantic.binary_op_type_checking_impl)
+    _remember_shapes()
     setattr(interpreter, _MARK, True)
 
 
@@ -132,3 +142,55 @@ def _same_types_as_they_are(checking: Callable[..., Any]) -> Callable[..., Any]:
         return checking(lhs, rhs, *args, **kwargs)
 
     return checked
+
+
+def _remember_shapes() -> None:
+    """Items 5 and 6: ``tl.block_type.__init__`` and ``tl.tensor.__init__`` that make what this
+    Triton's make once per shape and hand the same objects to every later block type or tile of
+    that shape (its extents as Triton holds them, their product, the text of the type's name; a
+    tile's extents as constexprs). Another Triton, whose objects have other attributes, keeps its
+    own. The originals stay reachable as ``_tilegen_made_by`` (tests compare with them)."""
+    import triton.language as tl
+
+    block_type, tensor, language_tuple = tl.block_type, tl.tensor, tl.tuple
+    make_block, make_tensor = block_type.__init__, tensor.__init__
+    probe = tensor(None, block_type(tl.float32, [2, 4]))
+    if (vars(probe).keys() != {"handle", "shape", "numel", "type", "dtype"}
+            or vars(probe.type).keys() != {"element_ty", "shape", "numel", "name"}):
+        return
+    blocks: dict[tuple[int, ...], tuple[Any, Any, str]] = {}  # extents -> block type's shape, numel, text
+    shared: dict[int, Any] = {}  # id of a shape object in ``blocks`` -> the object (kept alive)
+    tiles: dict[int, tuple[Any, Any]] = {}  # id of a shared shape -> a tile's shape and numel
+    scalar: list[tuple[Any, Any]] = []  # a 0-d tile's shape and numel, once made
+
+    def block_init(self: Any, element_ty: Any, shape: Any) -> None:
+        extents = shape.values if type(shape) is language_tuple else shape if type(shape) is list else None
+        key = tuple(extents) if extents is not None and all(type(e) is int for e in extents) else None
+        known = blocks.get(key) if key is not None else None
+        if known is None:
+            make_block(self, element_ty, shape)  # checks the shape, and raises for a bad one
+            if key is not None:
+                blocks[key] = (self.shape, self.numel, str(self.shape))
+                shared[id(self.shape)] = self.shape
+            return
+        self.element_ty = element_ty
+        self.shape, self.numel, text = known
+        self.name = f"<{text}, {element_ty}>"
+
+    def tensor_init(self: Any, handle: Any, type: Any) -> None:
+        block = type.is_block()
+        known = tiles.get(id(type.shape)) if block else scalar[0] if scalar else None
+        if known is None:
+            make_tensor(self, handle, type)
+            if not block:
+                scalar.append((self.shape, self.numel))
+            elif id(type.shape) in shared:
+                tiles[id(type.shape)] = (self.shape, self.numel)
+            return
+        self.handle, self.type, self.dtype = handle, type, type.scalar
+        self.shape, self.numel = known
+
+    block_type.__init__ = block_init  # type: ignore[method-assign]
+    tensor.__init__ = tensor_init  # type: ignore[method-assign]
+    setattr(block_type, "_tilegen_made_by", make_block)  # noqa: B010
+    setattr(tensor, "_tilegen_made_by", make_tensor)  # noqa: B010

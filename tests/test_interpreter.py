@@ -191,8 +191,8 @@ def test_block_types_and_tiles_are_what_the_interpreters_are(element_ty, shape):
         _made_by(tl.tensor)(made, None, original)
         assert [s.value for s in tile.shape] == [s.value for s in made.shape] and tile.numel.value == made.numel.value
         assert type(tile.shape) is type(made.shape) and tile.dtype == made.dtype and tile.type is block
-        other = block.with_element_ty(tl.int32)
-        assert other == _original_block(tl.int32, list(shape)) and other.name == _original_block(tl.int32, list(shape)).name
+        other, wanted = block.with_element_ty(tl.int32), _original_block(tl.int32, list(shape))
+        assert other == wanted and other.name == wanted.name
     assert tl.block_type(element_ty, list(shape)).shape is block.shape  # shared, not made again
     assert tl.tensor(None, block).shape is tile.shape
     scalar = tl.tensor(None, element_ty)

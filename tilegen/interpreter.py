@@ -190,7 +190,7 @@ def _remember_shapes() -> None:
         self.handle, self.type, self.dtype = handle, type, type.scalar
         self.shape, self.numel = known
 
-    block_type.__init__ = block_init  # type: ignore[method-assign]
-    tensor.__init__ = tensor_init  # type: ignore[method-assign]
+    block_type.__init__ = block_init
+    tensor.__init__ = tensor_init
     setattr(block_type, "_tilegen_made_by", make_block)  # noqa: B010
     setattr(tensor, "_tilegen_made_by", make_tensor)  # noqa: B010

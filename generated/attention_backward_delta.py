@@ -65,7 +65,11 @@ def attention_backward_delta_kernel(
     tl.store(delta_ptr + pid_z * stride_delta_b + pid_h * stride_delta_h + offs_m * stride_delta_s, sum_d - dlse, mask=mask_m)
 
 
-_tuner = _rt.Tuner("attention_backward_delta", "083fe9ea1cb035d9", _CONFIGS, default=1, interpreted=0, fast=_FAST)
+_SHIPPED = {  # configs tuned ahead of time (attention_backward_delta.tuned.json): "<arch>|<sizes>" -> config
+    "sm_90|1024,64,torch.bfloat16": {"BM": 64, "num_warps": 4},
+    "sm_90|2048,128,torch.bfloat16": {"BM": 16, "num_warps": 4},
+}
+_tuner = _rt.Tuner("attention_backward_delta", "083fe9ea1cb035d9", _CONFIGS, default=1, interpreted=0, fast=_FAST, shipped=_SHIPPED)
 
 
 _attention_backward_delta_inputs = _rt.Inputs(("o", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("do", "o", "B H S D"), ("dlse", torch.float32, "B H S"))

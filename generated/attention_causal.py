@@ -138,7 +138,11 @@ def attention_causal_kernel(
     lse_desc.store([pid_z, pid_h, pid_m * BM], (m_i * 0.6931471805599453 + tl.log(l_i.to(tl.float32))).reshape(1, 1, BM))
 
 
-_tuner = _rt.Tuner("attention_causal", "07fa49d053b9f5fc", _CONFIGS, default=1, interpreted=0, fast=_FAST)
+_SHIPPED = {  # configs tuned ahead of time (attention_causal.tuned.json): "<arch>|<sizes>" -> config
+    "sm_90|1024,64,torch.bfloat16": {"BM": 64, "BN": 128, "num_stages": 2, "num_warps": 4},
+    "sm_90|2048,128,torch.bfloat16": {"BM": 64, "BN": 64, "num_stages": 3, "num_warps": 4},
+}
+_tuner = _rt.Tuner("attention_causal", "07fa49d053b9f5fc", _CONFIGS, default=1, interpreted=0, fast=_FAST, shipped=_SHIPPED)
 
 
 _attention_causal_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H S D"), ("v", "q", "B H S D"), ("scale", float), whole=(("d", "D", 8192),))

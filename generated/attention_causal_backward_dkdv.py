@@ -120,7 +120,11 @@ def attention_causal_backward_dkdv_kernel(
     dv_desc.store([pid_z, pid_h, pid_n * BN, 0], (dv_acc.to(DT)).reshape(1, 1, BN, BLOCK_D))
 
 
-_tuner = _rt.Tuner("attention_causal_backward_dkdv", "ab5039dacb1fc6fa", _CONFIGS, default=0, interpreted=4, fast=_FAST)
+_SHIPPED = {  # configs tuned ahead of time (attention_causal_backward_dkdv.tuned.json): "<arch>|<sizes>" -> config
+    "sm_90|1024,64,torch.bfloat16": {"BM": 64, "BN": 64, "num_stages": 2, "num_warps": 4},
+    "sm_90|2048,128,torch.bfloat16": {"BM": 64, "BN": 64, "num_stages": 2, "num_warps": 4},
+}
+_tuner = _rt.Tuner("attention_causal_backward_dkdv", "ab5039dacb1fc6fa", _CONFIGS, default=0, interpreted=4, fast=_FAST, shipped=_SHIPPED)
 
 
 _attention_causal_backward_dkdv_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H S D"), ("v", "q", "B H S D"), ("scale", float), ("do", "q", "B H S D"), ("lse", torch.float32, "B H S"), ("delta", torch.float32, "B H S"), whole=(("d", "D", 8192),))

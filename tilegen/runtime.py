@@ -1645,9 +1645,9 @@ ALIKE_DTYPE_DISTANCE = 1.0
 #: what a flag of another value adds to a key's distance (a matmul's column-major operand, ``A_T``
 #: or ``B_T``, against a row-major one): as much as one size twice as large. The spec's configs
 #: all run in either layout, and the same tiles fill the GPU's waves in both, so a config tuned
-#: for the other layout at these sizes beats the default by far (matmul_fast at 8192 x 2816 x 1024
-#: with an ``nn.Linear`` weight's transpose: the default's 32 x 32 tiles run at a fifth of the
-#: tuned tiles' speed)
+#: for the other layout at these sizes beats the default by far (matmul_fast's shipped table holds
+#: row-major weights; an ``nn.Linear`` weight's transpose is column-major, and its default's
+#: 32 x 32 tiles are several times slower at a model's sizes)
 FLAG_DISTANCE = 1.0
 _FLAGS = frozenset({"True", "False"})
 

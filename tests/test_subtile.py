@@ -17,7 +17,6 @@ from tests.conftest import force_config
 from tilegen import runtime
 from tilegen.compiler import compile_spec
 from tilegen.lower import descriptors
-from tilegen.runner import load_module
 
 SPEC = """\
 kernel mm_subtile
@@ -41,12 +40,6 @@ kernel mm_subtile
 GPU = os.environ.get("TILEGEN_TEST_GPU") == "1" and torch.cuda.is_available()
 
 
-def _module(tmp_path, text=SPEC, name="mm_subtile"):
-    path = tmp_path / f"{name}.py"
-    path.write_text(compile_spec(text, f"{name}.tile").source, encoding="utf-8")
-    return load_module(path)
-
-
 def test_the_compiler_and_the_runtime_agree_on_the_limit():
     assert descriptors.SUBTILE_BYTES == runtime.SUBTILE_BYTES
 
@@ -65,7 +58,7 @@ def test_only_a_tile_over_the_limit_is_halved():
     assert shapes == {"f32 wide": [128, 128], "f16 wide": [128, 256], "f32 square": [128, 128], "f32 narrow": [8192, 4]}
 
 
-def test_the_halves_are_written_only_where_a_config_may_need_them(tmp_path):
+def test_the_halves_are_written_only_where_a_config_may_need_them():
     source = compile_spec(SPEC, "mm_subtile.tile").source
     assert "c_desc.block_shape[1] < BN" in source and '_epilogue_subtile(nargs["c_desc"])' in source
     small = SPEC.replace("BM = 128, BN = 256", "BM = 64, BN = 64")  # 16 KiB at most: never halved
@@ -78,13 +71,13 @@ def test_the_halves_are_written_only_where_a_config_may_need_them(tmp_path):
 # rows 16-byte aligned for TMA; 88 and 72 columns: the last tile's right half partly, and wholly,
 # past the edge
 @pytest.mark.parametrize("mnk", [(32, 32, 16), (70, 88, 40), (70, 72, 40)])
-def test_the_tile_lands_whole_or_in_halves(tmp_path, monkeypatch, limit, dtype, mnk):
+def test_the_tile_lands_whole_or_in_halves(compiled, monkeypatch, limit, dtype, mnk):
     """At the default 32 x 32 config: whole under the runtime's limit, in halves of 16 columns
     where the limit is lowered to 1 KiB (a float32 tile is 4 KiB, a float16 one 2 KiB); masked
     edges in both axes, twice (the second call through the fast path, its descriptors remade on
     the kept ones). Integer-valued inputs make every sum exact: each half lands where its columns
     are (an unwritten half leaves torch.empty's values)."""
-    module = _module(tmp_path)
+    module = compiled(SPEC, "mm_subtile")
     force_config(monkeypatch, module, 0)
     monkeypatch.setattr(module._rt, "SUBTILE_BYTES", limit)
     blocks = []
@@ -125,12 +118,12 @@ def test_each_row_piece_lands_whole_or_in_halves(generated, monkeypatch, config)
     assert blocks[-1] == halved
 
 
-def test_the_autotuned_launch_halves_the_tile_but_not_the_tails(tmp_path, monkeypatch):
+def test_the_autotuned_launch_halves_the_tile_but_not_the_tails(compiled, monkeypatch):
     """The autotuner's own launch (a key not tuned yet) runs the pre_hook, which sets the split
     tail's descriptors too: their block tells the kernel the split of the last wave, so they keep
     the sub-tile's (9 tiles of 32 x 32 on the interpreter's 4 SMs: the last one in 2 x 2 quarters);
     the main tile is halved under a lowered limit, and the output is exact."""
-    module = _module(tmp_path)
+    module = compiled(SPEC, "mm_subtile")
     monkeypatch.setattr(module._rt, "SUBTILE_BYTES", 512)  # below a quarter's 1 KiB too
     monkeypatch.setattr(module.mm_subtile_kernel, "configs", [module._CONFIGS[0]])  # nothing to time
     monkeypatch.setattr(module._tuner, "tuned_index", lambda name, key: None)

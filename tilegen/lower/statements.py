@@ -182,7 +182,7 @@ class Statements:
         tensor = tensor_of(state.spec, stmt.tensor.id)
         if state.spec.access_style == "descriptor" and context:
             desc, offsets = self.access.descriptor(stmt)
-            blocks = dict(state.descriptor_blocks)[stmt.tensor.id]
+            blocks = state.descriptor_blocks[stmt.tensor.id]
             if self.access.unit_reshape(stmt):  # the tile as the descriptor's block: 1 for each index axis
                 value = f"({value}).reshape({', '.join(blocks)})"
             elif may_subtile(state.spec, tensor, blocks):

@@ -17,7 +17,12 @@ one (vocabulary 256), a medium one (width 1024, 4 layers, 8 x 1024 tokens), a Ll
 (vocabulary 32000, width 2048, 2 layers, 4 x 2048 tokens) and Llama-3-8B's layer shapes (vocabulary
 128256, width 4096, 32 heads of 128, MLP 14336, 6 layers, 2 x 2048 tokens; multi-head attention
 where the real model's keys and values have 8 heads). A plot of tokens/s per model and column goes
-beside the CSV (``.png``).
+beside the CSV (``.png``). ``WAYS`` (a fifth argument, a comma list of :data:`WAYS`) runs some columns.
+
+The optimizer is part of a column: torch's columns step ``torch.optim.AdamW`` as torch runs it by
+default (``foreach``), ``torch+fused`` with ``fused=True``; tilegen's step ``tilegen.optim.AdamW``
+(one kernel a parameter), ``tilegen+foreach`` torch's default, which isolates the model's kernels.
+``vs_fused_compile`` is ``torch+fused torch.compile``'s step over the column's.
 """
 
 from __future__ import annotations
@@ -34,7 +39,10 @@ import torch
 import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tilegen from this checkout
 import decoder
+
+import tilegen.optim
 
 MODELS = {
     "small": (decoder.Config(vocab=256, dim=384, heads=6, layers=4, hidden=1024, context=256, compute="bfloat16"), 32),
@@ -47,11 +55,19 @@ MODELS = {
 }
 
 
-def _steps(loss_fn, config: decoder.Config, batch: int, steps: int) -> tuple[float, float, float]:
+OPTIMIZERS = {
+    "torch": lambda params: torch.optim.AdamW(params, lr=1e-4),
+    "torch+fused": lambda params: torch.optim.AdamW(params, lr=1e-4, fused=True),
+    "tilegen": lambda params: tilegen.optim.AdamW(params, lr=1e-4),
+    "tilegen+foreach": lambda params: torch.optim.AdamW(params, lr=1e-4),
+}
+
+
+def _steps(loss_fn, config: decoder.Config, batch: int, steps: int, optimizer_of) -> tuple[float, float, float]:
     """First step, median step (ms) and peak memory (MiB) of training with ``loss_fn(params, idx,
-    target)`` on random tokens."""
+    target)`` on random tokens, ``optimizer_of(parameters)`` stepping."""
     params = decoder.init_params(config, 0, "cuda")
-    optimizer = torch.optim.AdamW(params.values(), lr=1e-4)
+    optimizer = optimizer_of(params.values())
     generator = torch.Generator(device="cuda").manual_seed(0)
     idx = torch.randint(0, config.vocab, (batch, config.context), device="cuda", generator=generator)
     target = torch.randint(0, config.vocab, (batch, config.context), device="cuda", generator=generator)
@@ -72,8 +88,9 @@ def _steps(loss_fn, config: decoder.Config, batch: int, steps: int) -> tuple[flo
     return times[0], statistics.median(times[4:]), peak
 
 
-WAYS = ("torch eager", "torch torch.compile", "torch reduce-overhead",
-        "tilegen eager", "tilegen torch.compile", "tilegen reduce-overhead")
+WAYS = ("torch eager", "torch torch.compile", "torch reduce-overhead", "torch+fused eager",
+        "torch+fused torch.compile", "tilegen eager", "tilegen torch.compile", "tilegen reduce-overhead",
+        "tilegen+foreach torch.compile")
 
 
 def column(model: str, way: str, steps: int) -> tuple[float, float, float]:
@@ -81,23 +98,23 @@ def column(model: str, way: str, steps: int) -> tuple[float, float, float]:
     config, batch = MODELS[model]
     tables = decoder.rope_tables(config, "cuda")
     name, mode = way.split(" ", 1)
-    ops = decoder.TORCH if name == "torch" else decoder.tilegen_ops()
+    ops = decoder.TORCH if name.startswith("torch") else decoder.tilegen_ops()
 
     def eager(params, idx, target):
         return decoder.loss(ops, params, idx, target, config, tables)
 
     fn = {"eager": eager, "torch.compile": torch.compile(eager),
           "reduce-overhead": torch.compile(eager, mode="reduce-overhead")}[mode]  # the last: CUDA graphs
-    return _steps(fn, config, batch, steps)
+    return _steps(fn, config, batch, steps, OPTIMIZERS[name])
 
 
-def main(out: Path, steps: int, models: list[str]) -> None:
+def main(out: Path, steps: int, models: list[str], ways: tuple[str, ...] = WAYS) -> None:
     device = torch.cuda.get_device_name()
     print(f"# {device}, torch {torch.__version__}, Triton {triton.__version__}")
     rows = []
     for model in models:
         results = {}
-        for way in WAYS:
+        for way in ways:
             run = subprocess.run([sys.executable, __file__, "--column", model, way, str(steps)],
                                  capture_output=True, text=True)
             if run.returncode != 0:  # a column that fails says why, the others still run
@@ -107,12 +124,13 @@ def main(out: Path, steps: int, models: list[str]) -> None:
         nan = (float("nan"),) * 3  # a baseline that failed (out of memory): no ratios to it
         base_eager = results.get("torch eager", nan)[1]
         _, base_compile, base_peak = results.get("torch torch.compile", nan)
+        base_fused = results.get("torch+fused torch.compile", nan)[1]
         config, batch = MODELS[model]
         for way, (first, step, peak) in results.items():
             row = {"model": model, "way": way, "first_ms": round(first, 1), "step_ms": round(step, 2),
                    "tokens_per_s": round(batch * config.context / step * 1e3), "peak_mib": round(peak),
                    "vs_eager": round(base_eager / step, 2),
-                   "vs_compile": round(base_compile / step, 2),
+                   "vs_compile": round(base_compile / step, 2), "vs_fused_compile": round(base_fused / step, 2),
                    "peak_vs_compile": round(peak / base_peak, 2)}
             print(", ".join(f"{k}={v}" for k, v in row.items()), flush=True)
             rows.append(row)
@@ -161,4 +179,5 @@ if __name__ == "__main__":
     else:
         main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent / "results",
              int(sys.argv[2]) if len(sys.argv) > 2 else 20,
-             sys.argv[3].split(",") if len(sys.argv) > 3 else list(MODELS))
+             sys.argv[3].split(",") if len(sys.argv) > 3 else list(MODELS),
+             tuple(sys.argv[4].split(",")) if len(sys.argv) > 4 else WAYS)

@@ -98,7 +98,7 @@ def activation_elu(x: torch.Tensor, alpha: float = 1.0, *, config: int | dict | 
         fast = _FAST.get(fast_key := (
             "activation_elu",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            alpha, type(alpha),
+            type(alpha), alpha if type(alpha) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -106,7 +106,7 @@ def activation_elu(x: torch.Tensor, alpha: float = 1.0, *, config: int | dict | 
     if fast is not None:
         launch, grid, device_index, device, args, _y_shape = fast
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, x, y, *args)
+        launch(grid, device_index, x, y, *args[0:2], float(alpha), *args[3:])
         return y
     return _activation_elu_launch.run(activation_elu, fast_key, x, alpha)
 

@@ -117,7 +117,7 @@ def activation_elu_backward(dy: torch.Tensor, x: torch.Tensor, alpha: float = 1.
             "activation_elu_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            alpha, type(alpha),
+            type(alpha), alpha if type(alpha) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -125,7 +125,7 @@ def activation_elu_backward(dy: torch.Tensor, x: torch.Tensor, alpha: float = 1.
     if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad)):
         launch, grid, device_index, device, args, _dx_shape = fast
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, dy, x, dx, *args)
+        launch(grid, device_index, dy, x, dx, *args[0:2], float(alpha), *args[3:])
         return dx
     return _activation_elu_backward_launch.run(activation_elu_backward, fast_key, dy, x, alpha)
 

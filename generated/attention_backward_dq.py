@@ -120,7 +120,7 @@ def attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sca
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
             v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
-            scale, type(scale),
+            type(scale), scale if type(scale) is not float else None,
             do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,
             lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,
             delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,
@@ -132,7 +132,7 @@ def attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sca
         launch, grid, device_index, device, args, _dq_shape, descriptors = fast
         DT = q.dtype
         dq = torch.empty(*_dq_shape, device=device, dtype=DT)
-        launch(grid, device_index, *_rebased(descriptors, (q, k, v, do, lse, delta, dq)), *args)
+        launch(grid, device_index, *_rebased(descriptors, (q, k, v, do, lse, delta, dq)), *args[0:5], float(scale), *args[6:])
         return dq
     device, DT, scale, B, H, S, D, T = _attention_backward_dq_inputs("attention_backward_dq", q, k, v, scale, do, lse, delta)
     if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(v, "requires_grad", False) or getattr(do, "requires_grad", False) or getattr(lse, "requires_grad", False) or getattr(delta, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
@@ -294,7 +294,7 @@ def _attention_backward_dq_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.T
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
             v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
-            scale, type(scale),
+            type(scale), scale if type(scale) is not float else None,
             do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,
             lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,
             delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,
@@ -306,7 +306,7 @@ def _attention_backward_dq_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.T
         launch, grid, device_index, device, args, _dq_shape = fast
         DT = q.dtype
         dq = torch.empty(*_dq_shape, device=device, dtype=DT)
-        launch(grid, device_index, q, k, v, do, lse, delta, dq, *args)
+        launch(grid, device_index, q, k, v, do, lse, delta, dq, *args[0:5], float(scale), *args[6:])
         return dq
     return _attention_backward_dq_pointers_launch.run(_attention_backward_dq_pointers, fast_key, q, k, v, scale, do, lse, delta)
 

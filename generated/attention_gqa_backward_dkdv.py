@@ -158,7 +158,7 @@ def attention_gqa_backward_dkdv(q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
             v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
-            scale, type(scale),
+            type(scale), scale if type(scale) is not float else None,
             do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,
             lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,
             delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,
@@ -171,7 +171,7 @@ def attention_gqa_backward_dkdv(q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
         DT = q.dtype
         dk = torch.empty(*_dk_shape, device=device, dtype=DT)
         dv = torch.empty(*_dv_shape, device=device, dtype=DT)
-        launch(grid, device_index, *_rebased(descriptors, (q, k, v, do, lse, delta, dk, dv)), *args)
+        launch(grid, device_index, *_rebased(descriptors, (q, k, v, do, lse, delta, dk, dv)), *args[0:6], float(scale), *args[7:])
         return dk, dv
     device, DT, scale, B, H, S, D, HK, H_over_HK = _attention_gqa_backward_dkdv_checked(q, k, v, scale, do, lse, delta)
     if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(v, "requires_grad", False) or getattr(do, "requires_grad", False) or getattr(lse, "requires_grad", False) or getattr(delta, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
@@ -381,7 +381,7 @@ def _attention_gqa_backward_dkdv_pointers(q: torch.Tensor, k: torch.Tensor, v: t
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
             v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
-            scale, type(scale),
+            type(scale), scale if type(scale) is not float else None,
             do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,
             lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,
             delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,
@@ -394,7 +394,7 @@ def _attention_gqa_backward_dkdv_pointers(q: torch.Tensor, k: torch.Tensor, v: t
         DT = q.dtype
         dk = torch.empty(*_dk_shape, device=device, dtype=DT)
         dv = torch.empty(*_dv_shape, device=device, dtype=DT)
-        launch(grid, device_index, q, k, v, do, lse, delta, dk, dv, *args)
+        launch(grid, device_index, q, k, v, do, lse, delta, dk, dv, *args[0:6], float(scale), *args[7:])
         return dk, dv
     return _attention_gqa_backward_dkdv_pointers_launch.run(_attention_gqa_backward_dkdv_pointers, fast_key, q, k, v, scale, do, lse, delta)
 

@@ -154,7 +154,7 @@ def attention_wide(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: flo
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
             v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
-            scale, type(scale),
+            type(scale), scale if type(scale) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -163,7 +163,7 @@ def attention_wide(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: flo
         launch, grid, device_index, device, args, _o_shape = fast
         DT = q.dtype
         o = torch.empty(*_o_shape, device=device, dtype=DT)
-        launch(grid, device_index, q, k, v, o, *args)
+        launch(grid, device_index, q, k, v, o, *args[0:5], float(scale), *args[6:])
         return o
     return _attention_wide_launch.run(attention_wide, fast_key, q, k, v, scale)
 

@@ -321,7 +321,7 @@ def batch_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
             bias.shape, bias.stride(), bias.dtype, bias.device, bias.data_ptr() & 15,
-            eps, type(eps),
+            type(eps), eps if type(eps) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -331,7 +331,7 @@ def batch_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
         T = x.dtype
         y = torch.empty(*_y_shape, device=device, dtype=T)
         shift_reduced, square_reduced = _batch_norm_shift(x)
-        launch(grid, device_index, x, weight, bias, shift_reduced, square_reduced, y, *args)
+        launch(grid, device_index, x, weight, bias, shift_reduced, square_reduced, y, *args[0:4], float(eps), *args[5:])
         return y
     device, T, eps, B, C, H, W = _batch_norm_checked(x, weight, bias, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream

@@ -190,9 +190,9 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int 
             logits.shape, logits.stride(), logits.dtype, logits.device, logits.data_ptr() & 15,
             target.shape, target.stride(), target.dtype, target.device, target.data_ptr() & 15,
             ignore_index, type(ignore_index),
-            label_smoothing, type(label_smoothing),
-            softcap, type(softcap),
-            lse_square_scale, type(lse_square_scale),
+            type(label_smoothing), label_smoothing if type(label_smoothing) is not float else None,
+            type(softcap), softcap if type(softcap) is not float else None,
+            type(lse_square_scale), lse_square_scale if type(lse_square_scale) is not float else None,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15, _weight_given,
             _current_device(),
         ))
@@ -202,7 +202,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int 
         launch, grid, device_index, device, args, _loss_shape, _lse_shape = fast
         loss = torch.empty(*_loss_shape, device=device, dtype=torch.float32)
         lse = torch.empty(*_lse_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, logits, target, weight, loss, lse, *args)
+        launch(grid, device_index, logits, target, weight, loss, lse, *args[0:3], float(label_smoothing), float(softcap), float(lse_square_scale), *args[6:])
         return loss, lse
     device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_inputs("cross_entropy", logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
     if logits.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream

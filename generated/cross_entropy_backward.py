@@ -181,9 +181,9 @@ def cross_entropy_backward(dloss: torch.Tensor, dlse: torch.Tensor, logits: torc
             target.shape, target.stride(), target.dtype, target.device, target.data_ptr() & 15,
             lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,
             ignore_index, type(ignore_index),
-            label_smoothing, type(label_smoothing),
-            softcap, type(softcap),
-            lse_square_scale, type(lse_square_scale),
+            type(label_smoothing), label_smoothing if type(label_smoothing) is not float else None,
+            type(softcap), softcap if type(softcap) is not float else None,
+            type(lse_square_scale), lse_square_scale if type(lse_square_scale) is not float else None,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15, _weight_given,
             inplace,
             _current_device(),
@@ -196,7 +196,7 @@ def cross_entropy_backward(dloss: torch.Tensor, dlse: torch.Tensor, logits: torc
         dlogits = logits if inplace else torch.empty(*_dlogits_shape, device=device, dtype=T)
         if inplace:  # the inputs written over: autograd's saved copies of them are stale
             _rt.overwritten(logits)
-        launch(grid, device_index, dloss, dlse, logits, target, lse, weight, dlogits, *args)
+        launch(grid, device_index, dloss, dlse, logits, target, lse, weight, dlogits, *args[0:3], float(label_smoothing), float(softcap), float(lse_square_scale), *args[6:])
         return dlogits
     device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_backward_inputs("cross_entropy_backward", dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
     if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(dlse, "requires_grad", False) or getattr(logits, "requires_grad", False) or getattr(lse, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd would record this call, and the spec has no backward

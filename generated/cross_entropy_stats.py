@@ -167,7 +167,7 @@ def cross_entropy_stats(logits: torch.Tensor, softcap: float = 0.0, *, config: i
         fast = _FAST.get(fast_key := (
             "cross_entropy_stats",
             logits.shape, logits.stride(), logits.dtype, logits.device, logits.data_ptr() & 15,
-            softcap, type(softcap),
+            type(softcap), softcap if type(softcap) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -176,7 +176,7 @@ def cross_entropy_stats(logits: torch.Tensor, softcap: float = 0.0, *, config: i
         launch, grid, device_index, device, args, _lse_shape, _predicted_shape = fast
         lse = torch.empty(*_lse_shape, device=device, dtype=torch.float32)
         predicted = torch.empty(*_predicted_shape, device=device, dtype=torch.int64)
-        launch(grid, device_index, logits, lse, predicted, *args)
+        launch(grid, device_index, logits, lse, predicted, *args[0:2], float(softcap), *args[3:])
         return lse, predicted
     return _cross_entropy_stats_launch.run(cross_entropy_stats, fast_key, logits, softcap)
 

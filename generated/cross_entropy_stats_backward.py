@@ -268,7 +268,7 @@ def cross_entropy_stats_backward(dlse: torch.Tensor, logits: torch.Tensor, softc
             "cross_entropy_stats_backward",
             dlse.shape, dlse.stride(), dlse.dtype, dlse.device, dlse.data_ptr() & 15,
             logits.shape, logits.stride(), logits.dtype, logits.device, logits.data_ptr() & 15,
-            softcap, type(softcap),
+            type(softcap), softcap if type(softcap) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -277,7 +277,7 @@ def cross_entropy_stats_backward(dlse: torch.Tensor, logits: torch.Tensor, softc
         launch, grid, device_index, device, args, _dlogits_shape = fast
         T = logits.dtype
         dlogits = torch.empty(*_dlogits_shape, device=device, dtype=T)
-        launch(grid, device_index, dlse, logits, dlogits, *args)
+        launch(grid, device_index, dlse, logits, dlogits, *args[0:2], float(softcap), *args[3:])
         return dlogits
     return _cross_entropy_stats_backward_launch.run(cross_entropy_stats_backward, fast_key, dlse, logits, softcap)
 

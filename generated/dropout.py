@@ -100,7 +100,7 @@ def dropout(x: torch.Tensor, p: float, seed: int, *, config: int | dict | None =
         fast = _FAST.get(fast_key := (
             "dropout",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            p, type(p),
+            type(p), p if type(p) is not float else None,
             seed, type(seed),
             _current_device(),
         ))
@@ -110,7 +110,7 @@ def dropout(x: torch.Tensor, p: float, seed: int, *, config: int | dict | None =
         launch, grid, device_index, device, args, _y_shape = fast
         T = x.dtype
         y = torch.empty(*_y_shape, device=device, dtype=T)
-        launch(grid, device_index, x, y, *args)
+        launch(grid, device_index, x, y, *args[0:2], float(p), *args[3:])
         return y
     return _dropout_launch.run(dropout, fast_key, x, p, seed)
 

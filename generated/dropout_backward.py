@@ -119,7 +119,7 @@ def dropout_backward(dy: torch.Tensor, p: float, seed: int, *, config: int | dic
         fast = _FAST.get(fast_key := (
             "dropout_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
-            p, type(p),
+            type(p), p if type(p) is not float else None,
             seed, type(seed),
             _current_device(),
         ))
@@ -129,7 +129,7 @@ def dropout_backward(dy: torch.Tensor, p: float, seed: int, *, config: int | dic
         launch, grid, device_index, device, args, _dx_shape = fast
         T = dy.dtype
         dx = torch.empty(*_dx_shape, device=device, dtype=T)
-        launch(grid, device_index, dy, dx, *args)
+        launch(grid, device_index, dy, dx, *args[0:2], float(p), *args[3:])
         return dx
     return _dropout_backward_launch.run(dropout_backward, fast_key, dy, p, seed)
 

@@ -123,8 +123,8 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             residual.shape, residual.stride(), residual.dtype, residual.device, residual.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
-            eps, type(eps),
-            offset, type(offset),
+            type(eps), eps if type(eps) is not float else None,
+            type(offset), offset if type(offset) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -134,7 +134,7 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
         T = x.dtype
         y = torch.empty(*_y_shape, device=device, dtype=T)
         s = torch.empty(*_s_shape, device=device, dtype=T)
-        launch(grid, device_index, x, residual, weight, y, s, *args)
+        launch(grid, device_index, x, residual, weight, y, s, *args[0:2], float(eps), float(offset), *args[4:])
         return y, s
     return _fused_add_rms_norm_launch.run(fused_add_rms_norm, fast_key, x, residual, weight, eps, offset)
 

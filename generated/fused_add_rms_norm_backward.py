@@ -228,9 +228,9 @@ def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torc
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             ds.shape, ds.stride(), ds.dtype, ds.device, ds.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
-            eps, type(eps),
+            type(eps), eps if type(eps) is not float else None,
             s.shape, s.stride(), s.dtype, s.device, s.data_ptr() & 15,
-            offset, type(offset),
+            type(offset), offset if type(offset) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -242,7 +242,7 @@ def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torc
         dresidual = torch.empty(*_dresidual_shape, device=device, dtype=T)
         dweight = torch.empty(*_dweight_shape, device=device, dtype=T)
         dweight_partials = torch.empty(_dweight_partials_size, device=device, dtype=torch.float32)
-        launch(grid, device_index, dy, ds, weight, s, dx, dresidual, dweight, dweight_partials, *args)
+        launch(grid, device_index, dy, ds, weight, s, dx, dresidual, dweight, dweight_partials, *args[0:2], float(eps), float(offset), *args[4:])
         finish, finish_grid, finish_args = _dweight_finish
         finish(finish_grid, device_index, dweight_partials, dweight, *finish_args)
         return dx, dresidual, dweight

@@ -315,7 +315,7 @@ def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
             bias.shape, bias.stride(), bias.dtype, bias.device, bias.data_ptr() & 15,
             G, type(G),
-            eps, type(eps),
+            type(eps), eps if type(eps) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -325,7 +325,7 @@ def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int
         T = x.dtype
         y = torch.empty(*_y_shape, device=device, dtype=T)
         shift_reduced, square_reduced = _group_norm_shift(x, G)
-        launch(grid, device_index, x, weight, bias, shift_reduced, square_reduced, y, *args)
+        launch(grid, device_index, x, weight, bias, shift_reduced, square_reduced, y, *args[0:6], float(eps), *args[7:])
         return y
     device, T, G, eps, B, C, H, W, C_over_G = _group_norm_checked(x, weight, bias, G, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream

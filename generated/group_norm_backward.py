@@ -438,7 +438,7 @@ def _group_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
             G, type(G),
-            eps, type(eps),
+            type(eps), eps if type(eps) is not float else None,
             shift_reduced.shape, shift_reduced.stride(), shift_reduced.dtype, shift_reduced.device, shift_reduced.data_ptr() & 15,
             square_reduced.shape, square_reduced.stride(), square_reduced.dtype, square_reduced.device, square_reduced.data_ptr() & 15,
             _current_device(),
@@ -451,7 +451,7 @@ def _group_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
         dmean1_reduced = torch.empty(*_dmean1_reduced_shape, device=device, dtype=torch.float32)
         dmean_reduced_partials = torch.empty(_dmean_reduced_partials_size, device=device, dtype=torch.float32)
         dmean1_reduced_partials = torch.empty(_dmean1_reduced_partials_size, device=device, dtype=torch.float32)
-        launch(grid, device_index, dy, x, weight, shift_reduced, square_reduced, dmean_reduced, dmean1_reduced, dmean_reduced_partials, dmean1_reduced_partials, *args)
+        launch(grid, device_index, dy, x, weight, shift_reduced, square_reduced, dmean_reduced, dmean1_reduced, dmean_reduced_partials, dmean1_reduced_partials, *args[0:6], float(eps), *args[7:])
         finish, finish_grid, finish_args = _dmean_reduced_finish
         finish(finish_grid, device_index, dmean_reduced_partials, dmean_reduced, *finish_args)
         finish, finish_grid, finish_args = _dmean1_reduced_finish
@@ -496,7 +496,7 @@ def group_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
             G, type(G),
-            eps, type(eps),
+            type(eps), eps if type(eps) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -511,7 +511,7 @@ def group_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         dbias_partials = torch.empty(_dbias_partials_size, device=device, dtype=torch.float32)
         shift_reduced, square_reduced = _group_norm_backward_shift(x, G)
         dmean_reduced, dmean1_reduced = _group_norm_backward_dmean(dy, x, weight, G, eps, shift_reduced, square_reduced)
-        launch(grid, device_index, dy, x, weight, shift_reduced, square_reduced, dmean_reduced, dmean1_reduced, dx, dweight, dbias, dweight_partials, dbias_partials, *args)
+        launch(grid, device_index, dy, x, weight, shift_reduced, square_reduced, dmean_reduced, dmean1_reduced, dx, dweight, dbias, dweight_partials, dbias_partials, *args[0:6], float(eps), *args[7:])
         finish, finish_grid, finish_args = _dweight_finish
         finish(finish_grid, device_index, dweight_partials, dweight, *finish_args)
         finish, finish_grid, finish_args = _dbias_finish

@@ -110,7 +110,7 @@ def jsd(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5, *, conf
             "jsd",
             student.shape, student.stride(), student.dtype, student.device, student.data_ptr() & 15,
             teacher.shape, teacher.stride(), teacher.dtype, teacher.device, teacher.data_ptr() & 15,
-            beta, type(beta),
+            type(beta), beta if type(beta) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -118,7 +118,7 @@ def jsd(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5, *, conf
     if fast is not None:
         launch, grid, device_index, device, args, _loss_shape = fast
         loss = torch.empty(*_loss_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, student, teacher, loss, *args)
+        launch(grid, device_index, student, teacher, loss, *args[0:2], float(beta), *args[3:])
         return loss
     return _jsd_launch.run(jsd, fast_key, student, teacher, beta)
 

@@ -196,7 +196,7 @@ def jsd_backward(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tens
             dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
             student.shape, student.stride(), student.dtype, student.device, student.data_ptr() & 15,
             teacher.shape, teacher.stride(), teacher.dtype, teacher.device, teacher.data_ptr() & 15,
-            beta, type(beta),
+            type(beta), beta if type(beta) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -206,7 +206,7 @@ def jsd_backward(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tens
         T = student.dtype
         dstudent = torch.empty(*_dstudent_shape, device=device, dtype=T)
         dteacher = torch.empty(*_dteacher_shape, device=device, dtype=T)
-        launch(grid, device_index, dloss, student, teacher, dstudent, dteacher, *args)
+        launch(grid, device_index, dloss, student, teacher, dstudent, dteacher, *args[0:2], float(beta), *args[3:])
         return dstudent, dteacher
     return _jsd_backward_launch.run(jsd_backward, fast_key, dloss, student, teacher, beta)
 

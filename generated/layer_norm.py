@@ -124,7 +124,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
             bias.shape, bias.stride(), bias.dtype, bias.device, bias.data_ptr() & 15,
-            eps, type(eps),
+            type(eps), eps if type(eps) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -135,7 +135,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
         y = torch.empty(*_y_shape, device=device, dtype=T)
         mu = torch.empty(*_mu_shape, device=device, dtype=torch.float32)
         rstd = torch.empty(*_rstd_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, x, weight, bias, y, mu, rstd, *args)
+        launch(grid, device_index, x, weight, bias, y, mu, rstd, *args[0:2], float(eps), *args[3:])
         return y, mu, rstd
     return _layer_norm_launch.run(layer_norm, fast_key, x, weight, bias, eps)
 

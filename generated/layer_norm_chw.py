@@ -285,7 +285,7 @@ def layer_norm_chw(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, ep
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
             bias.shape, bias.stride(), bias.dtype, bias.device, bias.data_ptr() & 15,
-            eps, type(eps),
+            type(eps), eps if type(eps) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -294,7 +294,7 @@ def layer_norm_chw(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, ep
         launch, grid, device_index, device, args, _y_shape = fast
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         shift_reduced, square_reduced = _layer_norm_chw_shift(x)
-        launch(grid, device_index, x, weight, bias, shift_reduced, square_reduced, y, *args)
+        launch(grid, device_index, x, weight, bias, shift_reduced, square_reduced, y, *args[0:4], float(eps), *args[5:])
         return y
     device, eps, B, C, H, W = _layer_norm_chw_checked(x, weight, bias, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream

@@ -116,7 +116,7 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             bias.shape, bias.stride(), bias.dtype, bias.device, bias.data_ptr() & 15,
             residual.shape, residual.stride(), residual.dtype, residual.device, residual.data_ptr() & 15,
-            alpha, type(alpha),
+            type(alpha), alpha if type(alpha) is not float else None,
             BM, BN, BK, GROUP_SIZE_M,
             _current_device(),
         ))
@@ -125,7 +125,7 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
     if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad or bias.requires_grad or residual.requires_grad)):
         launch, grid, device_index, device, args, _c_shape = fast
         c = torch.empty(*_c_shape, device=device, dtype=torch.bfloat16)
-        launch(grid, device_index, a, b, bias, residual, c, *args)
+        launch(grid, device_index, a, b, bias, residual, c, *args[0:3], float(alpha), *args[4:])
         return c
     return _matmul_epilogue_launch.run(matmul_epilogue, fast_key, a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
 

@@ -98,7 +98,7 @@ def matrix_scalar(x: torch.Tensor, s: float, *, config: int | dict | None = None
         fast = _FAST.get(fast_key := (
             "matrix_scalar",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            s, type(s),
+            type(s), s if type(s) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -106,7 +106,7 @@ def matrix_scalar(x: torch.Tensor, s: float, *, config: int | dict | None = None
     if fast is not None:
         launch, grid, device_index, device, args, _y_shape = fast
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, x, y, *args)
+        launch(grid, device_index, x, y, *args[0:2], float(s), *args[3:])
         return y
     return _matrix_scalar_launch.run(matrix_scalar, fast_key, x, s)
 

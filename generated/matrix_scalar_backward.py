@@ -113,7 +113,7 @@ def matrix_scalar_backward(dy: torch.Tensor, s: float, *, config: int | dict | N
         fast = _FAST.get(fast_key := (
             "matrix_scalar_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
-            s, type(s),
+            type(s), s if type(s) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -121,7 +121,7 @@ def matrix_scalar_backward(dy: torch.Tensor, s: float, *, config: int | dict | N
     if fast is not None and not (_grad_enabled() and (dy.requires_grad)):
         launch, grid, device_index, device, args, _dx_shape = fast
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, dy, dx, *args)
+        launch(grid, device_index, dy, dx, *args[0:2], float(s), *args[3:])
         return dx
     return _matrix_scalar_backward_launch.run(matrix_scalar_backward, fast_key, dy, s)
 

@@ -196,7 +196,7 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
             v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.device, v_cache.data_ptr() & 15,
             block_table.shape, block_table.stride(), block_table.dtype, block_table.device, block_table.data_ptr() & 15,
             seq_lens.shape, seq_lens.stride(), seq_lens.dtype, seq_lens.device, seq_lens.data_ptr() & 15,
-            scale, type(scale),
+            type(scale), scale if type(scale) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -205,7 +205,7 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         launch, grid, device_index, device, args, _o_shape = fast
         DT = q.dtype
         o = torch.empty(*_o_shape, device=device, dtype=DT)
-        launch(grid, device_index, q, k_cache, v_cache, block_table, seq_lens, o, *args)
+        launch(grid, device_index, q, k_cache, v_cache, block_table, seq_lens, o, *args[0:9], float(scale), *args[10:])
         return o
     return _paged_decode_attention_launch.run(paged_decode_attention, fast_key, q, k_cache, v_cache, block_table, seq_lens, scale)
 

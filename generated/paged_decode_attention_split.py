@@ -212,7 +212,7 @@ def paged_decode_attention_split(q: torch.Tensor, k_cache: torch.Tensor, v_cache
             v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.device, v_cache.data_ptr() & 15,
             block_table.shape, block_table.stride(), block_table.dtype, block_table.device, block_table.data_ptr() & 15,
             seq_lens.shape, seq_lens.stride(), seq_lens.dtype, seq_lens.device, seq_lens.data_ptr() & 15,
-            scale, type(scale),
+            type(scale), scale if type(scale) is not float else None,
             PPS, type(PPS),
             _current_device(),
         ))
@@ -223,7 +223,7 @@ def paged_decode_attention_split(q: torch.Tensor, k_cache: torch.Tensor, v_cache
         DT = q.dtype
         o_part = torch.empty(*_o_part_shape, device=device, dtype=DT)
         lse = torch.empty(*_lse_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, q, k_cache, v_cache, block_table, seq_lens, o_part, lse, *args)
+        launch(grid, device_index, q, k_cache, v_cache, block_table, seq_lens, o_part, lse, *args[0:10], float(scale), *args[11:])
         return o_part, lse
     return _paged_decode_attention_split_launch.run(paged_decode_attention_split, fast_key, q, k_cache, v_cache, block_table, seq_lens, scale, PPS)
 

@@ -114,8 +114,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1
             "rms_norm",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15, _weight_given,
-            eps, type(eps),
-            offset, type(offset),
+            type(eps), eps if type(eps) is not float else None,
+            type(offset), offset if type(offset) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -124,7 +124,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1
         launch, grid, device_index, device, args, _y_shape = fast
         T = x.dtype
         y = torch.empty(*_y_shape, device=device, dtype=T)
-        launch(grid, device_index, x, weight, y, *args)
+        launch(grid, device_index, x, weight, y, *args[0:2], float(eps), float(offset), *args[4:])
         return y
     return _rms_norm_launch.run(rms_norm, fast_key, x, weight if _weight_given else None, eps, offset)
 

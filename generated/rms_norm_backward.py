@@ -185,8 +185,8 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | 
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15, _weight_given,
-            eps, type(eps),
-            offset, type(offset),
+            type(eps), eps if type(eps) is not float else None,
+            type(offset), offset if type(offset) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -197,7 +197,7 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | 
         dx = torch.empty(*_dx_shape, device=device, dtype=T)
         dweight = torch.empty(*_dweight_shape, device=device, dtype=T)
         dweight_partials = torch.empty(_dweight_partials_size, device=device, dtype=torch.float32)
-        launch(grid, device_index, dy, x, weight, dx, dweight, dweight_partials, *args)
+        launch(grid, device_index, dy, x, weight, dx, dweight, dweight_partials, *args[0:2], float(eps), float(offset), *args[4:])
         finish, finish_grid, finish_args = _dweight_finish
         finish(finish_grid, device_index, dweight_partials, dweight, *finish_args)
         return dx, dweight

@@ -107,7 +107,7 @@ def rms_norm_channels(x: torch.Tensor, eps: float, *, config: int | dict | None 
         fast = _FAST.get(fast_key := (
             "rms_norm_channels",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            eps, type(eps),
+            type(eps), eps if type(eps) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -115,7 +115,7 @@ def rms_norm_channels(x: torch.Tensor, eps: float, *, config: int | dict | None 
     if fast is not None:
         launch, grid, device_index, device, args, _y_shape = fast
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, x, y, *args)
+        launch(grid, device_index, x, y, *args[0:4], float(eps), *args[5:])
         return y
     return _rms_norm_channels_launch.run(rms_norm_channels, fast_key, x, eps)
 

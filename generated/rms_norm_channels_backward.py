@@ -135,7 +135,7 @@ def rms_norm_channels_backward(dy: torch.Tensor, x: torch.Tensor, eps: float, *,
             "rms_norm_channels_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            eps, type(eps),
+            type(eps), eps if type(eps) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -143,7 +143,7 @@ def rms_norm_channels_backward(dy: torch.Tensor, x: torch.Tensor, eps: float, *,
     if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad)):
         launch, grid, device_index, device, args, _dx_shape = fast
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, dy, x, dx, *args)
+        launch(grid, device_index, dy, x, dx, *args[0:4], float(eps), *args[5:])
         return dx
     return _rms_norm_channels_backward_launch.run(rms_norm_channels_backward, fast_key, dy, x, eps)
 

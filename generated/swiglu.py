@@ -105,8 +105,8 @@ def swiglu(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_
             "swiglu",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
-            gate_multiplier, type(gate_multiplier),
-            down_multiplier, type(down_multiplier),
+            type(gate_multiplier), gate_multiplier if type(gate_multiplier) is not float else None,
+            type(down_multiplier), down_multiplier if type(down_multiplier) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -115,7 +115,7 @@ def swiglu(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_
         launch, grid, device_index, device, args, _y_shape = fast
         T = a.dtype
         y = torch.empty(*_y_shape, device=device, dtype=T)
-        launch(grid, device_index, a, b, y, *args)
+        launch(grid, device_index, a, b, y, *args[0:2], float(gate_multiplier), float(down_multiplier), *args[4:])
         return y
     return _swiglu_launch.run(swiglu, fast_key, a, b, gate_multiplier, down_multiplier)
 

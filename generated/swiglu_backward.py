@@ -115,8 +115,8 @@ def swiglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_mul
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
-            gate_multiplier, type(gate_multiplier),
-            down_multiplier, type(down_multiplier),
+            type(gate_multiplier), gate_multiplier if type(gate_multiplier) is not float else None,
+            type(down_multiplier), down_multiplier if type(down_multiplier) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -126,7 +126,7 @@ def swiglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_mul
         T = dy.dtype
         da = torch.empty(*_da_shape, device=device, dtype=T)
         db = torch.empty(*_db_shape, device=device, dtype=T)
-        launch(grid, device_index, dy, a, b, da, db, *args)
+        launch(grid, device_index, dy, a, b, da, db, *args[0:2], float(gate_multiplier), float(down_multiplier), *args[4:])
         return da, db
     return _swiglu_backward_launch.run(swiglu_backward, fast_key, dy, a, b, gate_multiplier, down_multiplier)
 

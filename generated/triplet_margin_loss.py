@@ -151,7 +151,7 @@ def triplet_margin_loss(anchor: torch.Tensor, positive: torch.Tensor, negative: 
             anchor.shape, anchor.stride(), anchor.dtype, anchor.device, anchor.data_ptr() & 15,
             positive.shape, positive.stride(), positive.dtype, positive.device, positive.data_ptr() & 15,
             negative.shape, negative.stride(), negative.dtype, negative.device, negative.data_ptr() & 15,
-            margin, type(margin),
+            type(margin), margin if type(margin) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -160,7 +160,7 @@ def triplet_margin_loss(anchor: torch.Tensor, positive: torch.Tensor, negative: 
         launch, grid, device_index, device, args, _loss_partials_size, _loss_finish = fast
         loss = torch.empty((), device=device, dtype=torch.float32)
         loss_partials = torch.empty(_loss_partials_size, device=device, dtype=torch.float32)
-        launch(grid, device_index, anchor, positive, negative, loss, loss_partials, *args)
+        launch(grid, device_index, anchor, positive, negative, loss, loss_partials, *args[0:2], float(margin), *args[3:])
         finish, finish_grid, finish_args = _loss_finish
         finish(finish_grid, device_index, loss_partials, loss, *finish_args)
         return loss

@@ -174,7 +174,7 @@ def triplet_margin_loss_backward(dloss: torch.Tensor, anchor: torch.Tensor, posi
             anchor.shape, anchor.stride(), anchor.dtype, anchor.device, anchor.data_ptr() & 15,
             positive.shape, positive.stride(), positive.dtype, positive.device, positive.data_ptr() & 15,
             negative.shape, negative.stride(), negative.dtype, negative.device, negative.data_ptr() & 15,
-            margin, type(margin),
+            type(margin), margin if type(margin) is not float else None,
             _current_device(),
         ))
     except (AttributeError, TypeError, RuntimeError):
@@ -184,7 +184,7 @@ def triplet_margin_loss_backward(dloss: torch.Tensor, anchor: torch.Tensor, posi
         danchor = torch.empty(*_danchor_shape, device=device, dtype=torch.float32)
         dpositive = torch.empty(*_dpositive_shape, device=device, dtype=torch.float32)
         dnegative = torch.empty(*_dnegative_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, dloss, anchor, positive, negative, danchor, dpositive, dnegative, *args)
+        launch(grid, device_index, dloss, anchor, positive, negative, danchor, dpositive, dnegative, *args[0:2], float(margin), *args[3:])
         return danchor, dpositive, dnegative
     return _triplet_margin_loss_backward_launch.run(triplet_margin_loss_backward, fast_key, dloss, anchor, positive, negative, margin)
 

@@ -193,7 +193,7 @@ def varlen_attention_backward_dkdv(q: torch.Tensor, k: torch.Tensor, v: torch.Te
             v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
             cu_seqlens.shape, cu_seqlens.stride(), cu_seqlens.dtype, cu_seqlens.device, cu_seqlens.data_ptr() & 15,
             L, type(L),
-            scale, type(scale),
+            type(scale), scale if type(scale) is not float else None,
             do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,
             lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,
             delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,
@@ -206,7 +206,7 @@ def varlen_attention_backward_dkdv(q: torch.Tensor, k: torch.Tensor, v: torch.Te
         DT = q.dtype
         dk = torch.empty(*_dk_shape, device=device, dtype=DT)
         dv = torch.empty(*_dv_shape, device=device, dtype=DT)
-        launch(grid, device_index, q, k, v, cu_seqlens, do, lse, delta, dk, dv, *args)
+        launch(grid, device_index, q, k, v, cu_seqlens, do, lse, delta, dk, dv, *args[0:6], float(scale), *args[7:])
         return dk, dv
     return _varlen_attention_backward_dkdv_launch.run(varlen_attention_backward_dkdv, fast_key, q, k, v, cu_seqlens, L, scale, do, lse, delta)
 

@@ -162,7 +162,7 @@ def varlen_attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
             v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
             cu_seqlens.shape, cu_seqlens.stride(), cu_seqlens.dtype, cu_seqlens.device, cu_seqlens.data_ptr() & 15,
             L, type(L),
-            scale, type(scale),
+            type(scale), scale if type(scale) is not float else None,
             do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,
             lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,
             delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,
@@ -174,7 +174,7 @@ def varlen_attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         launch, grid, device_index, device, args, _dq_shape = fast
         DT = q.dtype
         dq = torch.empty(*_dq_shape, device=device, dtype=DT)
-        launch(grid, device_index, q, k, v, cu_seqlens, do, lse, delta, dq, *args)
+        launch(grid, device_index, q, k, v, cu_seqlens, do, lse, delta, dq, *args[0:6], float(scale), *args[7:])
         return dq
     return _varlen_attention_backward_dq_launch.run(varlen_attention_backward_dq, fast_key, q, k, v, cu_seqlens, L, scale, do, lse, delta)
 

@@ -422,3 +422,37 @@ def test_the_compiled_launch_runs_the_finish_kernels_after_the_kernel(generated,
         error, passed = compare(getattr(module, name)(*args), module.reference(*args), spec, args, module.reference)
         assert passed, f"{name}, seed {seed}: max error {error}"
     assert [key[0] for key in compiles] == compiled
+
+
+def test_a_float_scalars_new_value_takes_the_fast_path_with_that_value(generated):
+    """A float scalar the kernel only takes as an argument is not part of the key: an optimizer's
+    learning rate and step, new each call, launch through the fast path, each with its own value
+    (and an int given for a float, converted as the checks convert it)."""
+    adamw = generated("adamw")
+    g = torch.Generator().manual_seed(0)
+    param, grad, exp_avg = (torch.randn(300, generator=g) for _ in range(3))
+    exp_avg_sq = torch.rand(300, generator=g)
+    adamw.adamw(param, grad, exp_avg, exp_avg_sq, 1e-3, 0.9, 0.999, 1e-8, 0.01, 1.0)
+    seen = _counted(adamw)
+    for lr, step in ((2e-3, 2.0), (5e-4, 3.0), (1, 4)):
+        got = adamw.adamw(param, grad, exp_avg, exp_avg_sq, lr, 0.9, 0.999, 1e-8, 0.01, step)
+        for out, want in zip(got, adamw.reference(param, grad, exp_avg, exp_avg_sq, lr, 0.9, 0.999, 1e-8, 0.01, step),
+                             strict=True):
+            torch.testing.assert_close(out, want, rtol=1e-6, atol=1e-7)
+    assert seen == [1, 1] and len(adamw._FAST) == 2  # an int is keyed by its value: the full path, kept
+    adamw.adamw(param, grad, exp_avg, exp_avg_sq, 2, 0.9, 0.999, 1e-8, 0.01, 4)
+    assert len(seen) == 2 and len(adamw._FAST) == 3
+
+
+def test_a_scalar_whose_sign_picks_the_kernels_reduction_stays_in_the_key(generated):
+    """attention's scale sets a constexpr from its sign (the kernel reduces scale-scaled tiles
+    unscaled): a scale of the other sign after a cached call computes with the other reduction."""
+    attention = generated("attention_causal")
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 16, 16, generator=g) for _ in range(3))
+    attention.attention_causal(q, k, v, 0.25)
+    attention.attention_causal(q, k, v, 0.25)  # kept
+    for scale in (0.5, -0.25):
+        got = attention.attention_causal(q, k, v, scale)
+        for out, want in zip(got, attention.reference(q, k, v, scale), strict=True):
+            torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)

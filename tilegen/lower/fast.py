@@ -36,6 +36,7 @@ near tie's trial config; a launcher taking TMA descriptors and finish kernels ha
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from tilegen import model as m
@@ -101,9 +102,13 @@ def lower_fast_path(
     descriptors = tuple(a for a in pointers if a.endswith("_desc"))
     if descriptors and kernel.finishes:
         return None
+    free = free_scalars(spec, kernel, args)
     terms = [f'"{spec.name.id}"']  # one group of terms per line
     for t in spec.inputs:
         x = t.name.id
+        if x in free:  # a float's value is an argument the launch passes again: not part of the key
+            terms.append(f"type({x}), {x} if type({x}) is not float else None")
+            continue
         terms.append(f"{x}, type({x})" if t.is_scalar else
                      f"{x}.shape, {x}.stride(), {x}.dtype, {x}.device, {x}.data_ptr() & 15"
                      + (f", {given_name(x)}" if t.optional else ""))
@@ -141,7 +146,7 @@ def lower_fast_path(
         rest = [a for a in pointers if not a.endswith("_desc")]
         arrays = tuple_text(t.name.id for t in spec.arrays)
         passed = ", ".join([f"*_rebased(descriptors, {arrays})", *rest])
-    body.append(Line(f"launch(grid, device_index, {passed}, *args)"))
+    body.append(Line(f"launch(grid, device_index, {passed}, {passed_args(free)})"))
     if kernel.split is not None:
         body.append(sum_parts(kernel))
     for finish in kernel.finishes:  # each merges its workspaces' partials into its output
@@ -164,6 +169,40 @@ def lower_fast_path(
     return FastPath(ops, ", ".join([tuple_text(args), *outputs]), kernel.finishes, descriptors,
                     tuple(t.name.id for t in spec.arrays), kernel.split is not None, spec.tune is not None,
                     tuple(outputs))
+
+
+def free_scalars(spec: m.Spec, kernel: KernelPlan, args: tuple[str, ...]) -> dict[str, int]:
+    """The float scalar inputs whose value the launch only passes on, each with its index in the
+    kept arguments (``args``, texts, after the pointers): a kernel argument of its own among the
+    first, single ones, no sign flag derived from it (:mod:`tilegen.lower.scaled`), in no finish
+    kernel's arguments. The fast path's key holds their type, not their value, and the fast path
+    passes the call's values: an optimizer's learning rate or step changing each call still
+    launches through the fast path (Triton does not specialize on floats)."""
+    floats = {t.name.id for t in spec.inputs
+              if t.is_scalar and isinstance(t.dtype, m.Name) and t.dtype.id in ("f16", "bf16", "f32", "f64")}
+    floats -= {scalar for scalar, _ in kernel.sign_flags}
+    floats -= {word for finish in kernel.finishes for text in launch_args(finish)[1] for word in floats
+               if re.search(rf"\b{word}\b", text)}
+    free: dict[str, int] = {}
+    for index, text in enumerate(args):
+        if text.startswith("*") or "," in text:  # more than one argument: later indices are unknown
+            break
+        if text in floats:
+            free[text] = index
+    return free
+
+
+def passed_args(free: dict[str, int]) -> str:
+    """The kept arguments as the fast path passes them: ``*args``, with the ``free`` scalars
+    (:func:`free_scalars`) the call's, as floats (the full path's check makes an int one)."""
+    parts, start = [], 0
+    for name, index in sorted(free.items(), key=lambda item: item[1]):
+        if index > start:
+            parts.append(f"*args[{start}:{index}]")
+        parts.append(f"float({name})")
+        start = index + 1
+    parts.append(f"*args[{start}:]" if start else "*args")
+    return ", ".join(parts)
 
 
 def partials_line(size: str) -> Line:

@@ -121,6 +121,7 @@ def main(out: Path, steps: int, models: list[str], ways: tuple[str, ...] = WAYS)
                 print(f"{model} {way}: failed: {(run.stderr.strip().splitlines() or ['?'])[-1][:200]}")
                 continue
             results[way] = json.loads(run.stdout.strip().splitlines()[-1])
+            print(f"# {model} {way}: first, step (ms), peak (MiB) {results[way]}", flush=True)
         nan = (float("nan"),) * 3  # a baseline that failed (out of memory): no ratios to it
         base_eager = results.get("torch eager", nan)[1]
         _, base_compile, base_peak = results.get("torch torch.compile", nan)

@@ -75,6 +75,8 @@ BENCHMARKS = [
                            _script("kernelbench_l1", "--plot", out / "kernelbench_l1.csv")]),
     Benchmark("liger_ops", "Liger-Kernel's forward ops vs torch eager and torch.compile",
               lambda out: [_script("liger_ops", out)]),
+    Benchmark("optimizer", "AdamW over a model's parameters: tilegen.optim.AdamW vs torch's foreach, fused, compiled",
+              lambda out: [_script("optimizer", out)]),
     Benchmark("backward", "training steps (forward + backward) vs torch; matmul's backward products vs cuBLAS",
               lambda out: [_script("backward", out), _script("backward", out, "products"),
                            _script("backward", "plot", out / "backward.csv")]),

@@ -125,5 +125,5 @@ class AdamW(torch.optim.Optimizer):
             beta1, beta2 = group["betas"]
             state["step"] += 1
             adamw(*tensors, float(group["lr"]), float(beta1), float(beta2), float(group["eps"]),
-                  float(group["weight_decay"]), int(state["step"].item()), inplace=True)
+                  float(group["weight_decay"]), state["step"].item(), inplace=True)
         return loss

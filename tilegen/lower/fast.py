@@ -1,11 +1,12 @@
 """A launcher's fast path (issue 34), lowered.
 
 Every launcher opens with a key of what its launch depends on: its name; each input's shape,
-strides, dtype, device and pointer alignment (``data_ptr() & 15``); each scalar and its type;
-its keywords; the current device. A call that launched keeps, under that key in its module's
-``_FAST`` (``_rt.keep_launch``), everything it computed from the key; a later call with the same
-key makes its outputs and launches as that call did, without the checks, which inputs with the
-same key pass again. Anything else takes the full path, whose checks raise:
+strides, dtype, device and pointer alignment (``data_ptr() & 15``); each scalar's type and value
+(but the value of a float the kernel only takes as an argument, which the fast path passes
+again: :func:`free_scalars`); its keywords; the current device. A call that launched keeps,
+under that key in its module's ``_FAST`` (``_rt.keep_launch``), everything it computed from the
+key; a later call with the same key makes its outputs and launches as that call did, without the
+checks, which inputs with the same key pass again. Anything else takes the full path, whose checks raise:
 
 ```
 try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did

@@ -34,20 +34,27 @@ def _dense(t: torch.Tensor) -> bool:
     return True
 
 
-def _flat(tensors: tuple[torch.Tensor, ...], where: str) -> list[torch.Tensor]:
-    """``tensors`` (a parameter, its gradient, its two moving averages: one shape) as 1-D views
-    of their memory, element i of each the same element of the parameter.
+def _where(group: int, index: int, p: torch.Tensor) -> str:
+    """How an error names parameter ``index`` of param group ``group``."""
+    return f"parameter {index} of group {group} (shape {list(p.shape)})"
 
-    Raises ValueError naming ``where`` when their memory orders differ or one has gaps."""
-    if all(t.is_contiguous() for t in tensors):
-        return [t.view(-1) for t in tensors]
-    strides = tensors[0].stride()
-    if all(t.stride() == strides for t in tensors) and _dense(tensors[0]):
-        return [t.as_strided((t.numel(),), (1,)) for t in tensors]
+
+def _flat(tensors: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], group: int,
+          index: int) -> tuple[torch.Tensor, ...]:
+    """``tensors`` (parameter ``index`` of group ``group``, its gradient, its two moving averages:
+    one shape) as 1-D views of their memory, element i of each the same element of the parameter.
+
+    Raises ValueError naming the parameter when their memory orders differ or one has gaps."""
+    p, grad, exp_avg, exp_avg_sq = tensors
+    if p.is_contiguous() and grad.is_contiguous() and exp_avg.is_contiguous() and exp_avg_sq.is_contiguous():
+        return tensors if p.dim() == 1 else (p.view(-1), grad.view(-1), exp_avg.view(-1), exp_avg_sq.view(-1))
+    strides = p.stride()
+    if all(t.stride() == strides for t in tensors) and _dense(p):
+        return tuple(t.as_strided((t.numel(),), (1,)) for t in tensors)
     layouts = ", ".join(f"{name} {t.stride()}" for name, t in zip(("param", "grad", "exp_avg", "exp_avg_sq"), tensors,
                                                                   strict=True))
-    raise ValueError(f"tilegen.optim.AdamW: {where}: the parameter, its gradient and moving averages must "
-                     f"share one dense memory order to be updated as one vector; strides: {layouts}")
+    raise ValueError(f"tilegen.optim.AdamW: {_where(group, index, p)}: the parameter, its gradient and moving "
+                     f"averages must share one dense memory order to be updated as one vector; strides: {layouts}")
 
 
 class AdamW(torch.optim.Optimizer):
@@ -85,18 +92,18 @@ class AdamW(torch.optim.Optimizer):
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
 
-    def _state(self, p: torch.Tensor, where: str) -> dict[str, Any]:
+    def _state(self, p: torch.Tensor, group: int, index: int) -> dict[str, Any]:
         """``p``'s state, made at its first step (torch's: a step count and two zero tensors like
         ``p``); raises TypeError for a parameter or gradient the kernel does not update."""
         grad = p.grad
         assert grad is not None
         if p.dtype not in DTYPES:
-            raise TypeError(f"tilegen.optim.AdamW: {where} is {p.dtype}; the adamw kernel updates float32 "
-                            "and float64 parameters (torch.optim.AdamW updates the others)")
+            raise TypeError(f"tilegen.optim.AdamW: {_where(group, index, p)} is {p.dtype}; the adamw kernel "
+                            "updates float32 and float64 parameters (torch.optim.AdamW updates the others)")
         if grad.is_sparse or grad.dtype != p.dtype:
             kind = "sparse" if grad.is_sparse else str(grad.dtype)
-            raise TypeError(f"tilegen.optim.AdamW: {where}: its gradient is {kind}; the adamw kernel takes a "
-                            f"dense gradient of the parameter's dtype {p.dtype}")
+            raise TypeError(f"tilegen.optim.AdamW: {_where(group, index, p)}: its gradient is {kind}; the adamw "
+                            f"kernel takes a dense gradient of the parameter's dtype {p.dtype}")
         state: dict[str, Any] = self.state[p]
         if not state:
             state["step"] = torch.tensor(0.0, dtype=torch.float32)
@@ -115,15 +122,15 @@ class AdamW(torch.optim.Optimizer):
                 loss = closure()
         updates = []  # every parameter checked before any is updated: a refusal changes nothing
         for g, group in enumerate(self.param_groups):
+            beta1, beta2 = group["betas"]
+            hyper = (float(group["lr"]), float(beta1), float(beta2), float(group["eps"]), float(group["weight_decay"]))
             for i, p in enumerate(group["params"]):
                 if p.grad is not None:
-                    where = f"parameter {i} of group {g} (shape {list(p.shape)})"
-                    state = self._state(p, where)
-                    updates.append((group, state, _flat((p, p.grad, state["exp_avg"], state["exp_avg_sq"]), where)))
+                    state = self._state(p, g, i)
+                    updates.append((hyper, state, _flat((p, p.grad, state["exp_avg"], state["exp_avg_sq"]), g, i)))
         adamw = kernel("adamw")
-        for group, state, tensors in updates:
-            beta1, beta2 = group["betas"]
-            state["step"] += 1
-            adamw(*tensors, float(group["lr"]), float(beta1), float(beta2), float(group["eps"]),
-                  float(group["weight_decay"]), state["step"].item(), inplace=True)
+        for hyper, state, tensors in updates:
+            step = state["step"]
+            step += 1
+            adamw(*tensors, *hyper, step.item(), inplace=True)
         return loss

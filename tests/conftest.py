@@ -17,9 +17,10 @@ import os
 
 if os.environ.get("TILEGEN_TEST_GPU") != "1":
     os.environ["TRITON_INTERPRET"] = "1"
-    from tilegen.interpreter import speed_up
+    from tilegen.interpreter import round_as_the_gpu, speed_up
 
     speed_up()  # skips work Triton's interpreter drops or repeats (tilegen/interpreter.py)
+    round_as_the_gpu()  # float32 -> bf16 to nearest even, as the GPU and torch round
 
 from pathlib import Path
 

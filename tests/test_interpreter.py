@@ -210,3 +210,26 @@ def test_a_bad_block_shape_raises_every_time(shape, error):
         with pytest.raises(error) as expected:
             _original_block(tl.float32, shape)
         assert str(raised.value) == str(expected.value)
+
+
+@triton.jit
+def _to_bf16(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n).to(tl.bfloat16), mask=offs < n)
+
+
+def test_float32_rounds_to_bf16_as_torch_rounds():
+    """round_as_the_gpu (conftest applies it): float32 -> bf16 to nearest, ties to even, bit for
+    bit as torch's conversion, over random floats of every magnitude and sign, exact ties both
+    ways, the largest finite floats (to inf), subnormals, zeros, infinities; NaN stays NaN."""
+    generator = torch.Generator().manual_seed(0)
+    bits = torch.randint(-(2**31), 2**31 - 1, (4096,), generator=generator, dtype=torch.int64).to(torch.int32)
+    ties = torch.tensor([1.0 + 2**-8, 1.0 + 3 * 2**-8, -(1.0 + 2**-8), 2.0**-130 * (1 + 2**-8)])
+    edges = torch.tensor([3.4028235e38, -3.4028235e38, 1e-40, -1e-45, 0.0, -0.0, float("inf"), -float("inf"),
+                          float("nan")])
+    x = torch.cat([bits.view(torch.float32), ties, edges])
+    y = torch.empty(x.shape, dtype=torch.bfloat16)
+    _to_bf16[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+    finite = ~x.isnan()
+    assert torch.equal(y.view(torch.int16)[finite], x.bfloat16().view(torch.int16)[finite])
+    assert y[x.isnan()].isnan().all()

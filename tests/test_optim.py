@@ -1,7 +1,8 @@
-"""tilegen.optim.AdamW against torch.optim.AdamW's single-tensor step (foreach=False): parameters of
-several shapes and memory orders, two groups, a learning rate changed between steps, parameters
-without a gradient, a state dict moved from torch's optimizer, and the refusals. Runs on the GPU
-with TILEGEN_TEST_GPU=1."""
+"""tilegen.optim.AdamW against torch.optim.AdamW: float32 parameters against its single-tensor step
+(foreach=False), bf16 and f16 ones against its fused=True step (both compute in float32 and round
+once); parameters of several shapes and memory orders, two groups, a learning rate changed between
+steps, parameters without a gradient, a state dict moved from torch's optimizer, and the refusals.
+Runs on the GPU with TILEGEN_TEST_GPU=1."""
 
 import copy
 import os
@@ -51,22 +52,25 @@ def _train(optimizer, params, steps, seed=1):
                 group["lr"] = group["lr"] / 2
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_adamw_is_torchs_update(dtype):
     mine, theirs = _parameters(dtype), _parameters(dtype)
     untouched = mine[-1].detach().clone()
-    optimizer = AdamW(_groups(mine), lr=1e-2, betas=(0.8, 0.99), eps=1e-6)
+    options = {"lr": 1e-2, "betas": (0.8, 0.99), "eps": 1e-6}
+    optimizer = AdamW(_groups(mine), **options)
     _train(optimizer, mine, 4)
-    _train(torch.optim.AdamW(_groups(theirs), lr=1e-2, betas=(0.8, 0.99), eps=1e-6, foreach=False), theirs, 4)
-    # torch rounds after each operation, the kernel once per updated tensor
-    tolerance = {"rtol": 1e-13, "atol": 1e-15} if dtype == torch.float64 else {"rtol": 1e-5, "atol": 1e-6}
+    torch_way = {"foreach": False} if dtype == torch.float32 else {"fused": True}
+    _train(torch.optim.AdamW(_groups(theirs), **options, **torch_way), theirs, 4)
+    # float32: torch rounds after each operation, the kernel once per updated tensor; 16-bit: both
+    # round once, after float32 arithmetic in another order (a unit of the dtype apart at most)
+    unit = {torch.float32: 1e-5, torch.bfloat16: 2 ** -7, torch.float16: 2 ** -10}[dtype]
     for i, (got, want) in enumerate(zip(mine, theirs, strict=True)):
         assert got.dtype == dtype and got.stride() == want.stride()
-        torch.testing.assert_close(got, want, msg=f"parameter {i}", **tolerance)
+        torch.testing.assert_close(got, want, msg=f"parameter {i}", rtol=unit, atol=unit / 10)
     assert torch.equal(mine[-1], untouched) and mine[-1] not in optimizer.state
     state = optimizer.state[mine[0]]
     assert state["step"].item() == 4 and state["exp_avg"].stride() == mine[0].stride()
-    assert state["exp_avg_sq"].min() >= 0
+    assert state["exp_avg"].dtype == dtype and state["exp_avg_sq"].min() >= 0
 
 
 def test_a_torch_adamw_state_dict_continues_in_tilegen():
@@ -113,11 +117,11 @@ def test_bad_hyper_parameters_are_refused(options, message):
 
 def test_a_parameter_the_kernel_cannot_update_is_named():
     params = [torch.nn.Parameter(torch.zeros(3, device=DEVICE)),
-              torch.nn.Parameter(torch.zeros(4, 2, dtype=torch.bfloat16, device=DEVICE))]
+              torch.nn.Parameter(torch.zeros(4, 2, dtype=torch.float64, device=DEVICE))]
     for p in params:
         p.grad = torch.ones_like(p)
     optimizer = AdamW(params)
-    with pytest.raises(TypeError, match=r"parameter 1 of group 0 \(shape \[4, 2\]\) is torch.bfloat16"):
+    with pytest.raises(TypeError, match=r"parameter 1 of group 0 \(shape \[4, 2\]\) is torch.float64"):
         optimizer.step()
     params[1].grad = None
     if hasattr(params[0], "grad_dtype"):  # torch 2.10 on checks a gradient's dtype unless told not to

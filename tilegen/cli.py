@@ -232,9 +232,10 @@ def _run_spec(spec_file: SpecFile, module_dir: Path, sizes: dict[str, int], prog
     from tilegen import runner
 
     if runner.interpreted():  # this process (a demo worker too) skips work Triton's interpreter repeats
-        from tilegen.interpreter import speed_up
+        from tilegen.interpreter import round_as_the_gpu, speed_up
 
         speed_up()
+        round_as_the_gpu()  # and rounds float32 to bf16 as the GPU does
     spec = check_file(spec_file) if derived is None else check_model(parse(derived, spec_file.display))
     module_path = module_dir / f"{spec.name.id}.py"
     module = runner.load_module(module_path)

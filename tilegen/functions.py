@@ -348,6 +348,7 @@ FUNCTIONS: dict[str, Function] = {
                  torch="torch.nn.functional.hardtanh({x}, {min_val}, {max_val})",
                  grad={"x": "where({x} > {min_val} & {x} < {max_val}, {g_}, 0.0)"}),
         # math, in float32
+        _math("opmath", "{x}", "{x}", "{g}"),  # the value in the dtype torch computes it in (at::opmath_type)
         _math("exp", "tl.exp({x})", "torch.exp({x})", "{g} * {y}"),
         _math("exp2", "tl.exp2({x})", "torch.exp2({x})", "{g} * {y} * 0.6931471805599453"),
         _math("log", "tl.log({x})", "torch.log({x})", "{g} / {x}"),

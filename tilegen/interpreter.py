@@ -66,6 +66,37 @@ def speed_up() -> None:
     setattr(interpreter, _MARK, True)
 
 
+def round_as_the_gpu() -> None:
+    """Make Triton's interpreter round float32 to bf16 to nearest, ties to even, as the GPU's
+    ``cvt.rn.bf16.f32`` and torch do (once per process). Triton 3.9's interpreter casts by dropping
+    the low 16 bits (toward zero) whatever rounding a kernel asks for, so a bf16 kernel run there
+    loses up to a unit of bf16 at each store against torch's and the GPU's result: an update
+    smaller than a unit (an optimizer's step) is lost outright. NaN stays NaN (quiet). A Triton
+    whose interpreter has no ``cast_impl`` runs as it is. Imports triton: call it where
+    ``TRITON_INTERPRET=1`` is already set."""
+    from triton.runtime import interpreter
+
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    cast_impl = getattr(builder, "cast_impl", None)
+    if cast_impl is None or getattr(cast_impl, "_tilegen_rounds", False):
+        return
+    import numpy as np
+    import triton.language as tl
+
+    def cast(self: Any, src: Any, dst_type: Any) -> Any:
+        if src.dtype.scalar != tl.float32 or dst_type.scalar != tl.bfloat16:
+            return cast_impl(self, src, dst_type)
+        data = np.asarray(src.data, dtype=np.float32)
+        bits = np.atleast_1d(data).view(np.uint32)
+        nearest = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+        quiet = (bits >> np.uint32(16)) | np.uint32(0x40)  # a NaN's sign and payload, quiet
+        rounded = np.where(np.isnan(np.atleast_1d(data)), quiet, nearest).astype(np.uint16)
+        return interpreter.TensorHandle(rounded.reshape(data.shape), dst_type.scalar)
+
+    cast._tilegen_rounds = True  # type: ignore[attr-defined]
+    builder.cast_impl = cast
+
+
 def _patch_lang_once(patch_lang: Callable[[Any], Any], empty_scope: Callable[[], Any]) -> Callable[[Any], Any]:
     """The interpreter's ``_patch_lang(fn)`` (patch the language modules among ``fn``'s globals,
     return a scope whose ``restore`` undoes it) that patches only the modules not patched already.

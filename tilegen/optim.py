@@ -19,8 +19,8 @@ import torch
 
 from tilegen.nn import kernel
 
-#: The parameter dtypes ``specs/adamw.tile`` updates (its ``dtype T in f32, f64``).
-DTYPES = (torch.float32, torch.float64)
+#: The parameter dtypes ``specs/adamw.tile`` updates (its ``dtype T in f32, bf16, f16``).
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def _dense(t: torch.Tensor) -> bool:
@@ -62,21 +62,23 @@ class AdamW(torch.optim.Optimizer):
     parameter's step one launch of ``specs/adamw.tile``'s kernel, in place.
 
     Arguments as torch's: ``params`` (tensors or param groups), ``lr`` (a float, or a scheduler's),
-    ``betas``, ``eps``, ``weight_decay``. Parameters are float32 or float64 of any shape whose
+    ``betas``, ``eps``, ``weight_decay``. Parameters are float32, bf16 or f16 of any shape whose
     memory is dense (contiguous, channels-last, transposed); their gradients are dense tensors of
     the same dtype and memory order. The state per parameter is torch's: ``step`` (a float32 CPU
-    scalar tensor), ``exp_avg`` and ``exp_avg_sq`` (zeros like the parameter at its first step),
-    so ``load_state_dict`` takes a ``torch.optim.AdamW``'s and the other way.
+    scalar tensor), ``exp_avg`` and ``exp_avg_sq`` (zeros like the parameter, in its dtype, at its
+    first step), so ``load_state_dict`` takes a ``torch.optim.AdamW``'s and the other way.
 
-    The values are torch's single-tensor step's (``foreach=False``) to a few float32 units: the
-    kernel rounds each updated tensor once where torch rounds after each of its operations; in
-    float64 within float64's rounding. The bias corrections ``1 - beta ** step`` are computed in
-    float64 in the kernel, as torch computes them in Python floats.
+    The update computes in float32 and rounds each updated tensor once to the parameter's dtype,
+    as torch's ``fused=True`` step does; for float32 parameters these are the values of torch's
+    single-tensor step (``foreach=False``) to a few float32 units (torch rounds after each of its
+    operations). The bias corrections ``1 - beta ** step`` are computed in float64 in the kernel,
+    as torch computes them in Python floats.
 
     Raises ValueError at construction for a negative ``lr``, ``eps`` or ``weight_decay`` or a beta
     outside [0, 1), as torch does; at :meth:`step`, TypeError naming a parameter (its group, index
-    and shape) whose dtype is not float32 or float64, whose gradient's dtype differs or that is
-    sparse, ValueError for a gradient in another memory order.
+    and shape) whose dtype is not float32, bf16 or f16, whose gradient's dtype differs or that is
+    sparse, ValueError for a gradient in another memory order. Parameters are checked before any
+    is updated.
     """
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
@@ -99,7 +101,7 @@ class AdamW(torch.optim.Optimizer):
         assert grad is not None
         if p.dtype not in DTYPES:
             raise TypeError(f"tilegen.optim.AdamW: {_where(group, index, p)} is {p.dtype}; the adamw kernel "
-                            "updates float32 and float64 parameters (torch.optim.AdamW updates the others)")
+                            "updates float32, bf16 and f16 parameters (torch.optim.AdamW updates the others)")
         if grad.is_sparse or grad.dtype != p.dtype:
             kind = "sparse" if grad.is_sparse else str(grad.dtype)
             raise TypeError(f"tilegen.optim.AdamW: {_where(group, index, p)}: its gradient is {kind}; the adamw "

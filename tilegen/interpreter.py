@@ -76,7 +76,7 @@ def round_as_the_gpu() -> None:
     ``TRITON_INTERPRET=1`` is already set."""
     from triton.runtime import interpreter
 
-    builder = getattr(interpreter, "InterpreterBuilder", None)
+    builder: Any = getattr(interpreter, "InterpreterBuilder", None)
     cast_impl = getattr(builder, "cast_impl", None)
     if cast_impl is None or getattr(cast_impl, "_tilegen_rounds", False):
         return

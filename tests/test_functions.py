@@ -37,6 +37,7 @@ ORACLES = {
     "log2": ("log2(x[i])", lambda x, y: torch.log2(x), "positive"),
     "sqrt": ("sqrt(x[i])", lambda x, y: torch.sqrt(x), "positive"),
     "rsqrt": ("rsqrt(x[i])", lambda x, y: torch.rsqrt(x), "positive"),
+    "opmath": ("opmath(x[i])", lambda x, y: x, "any"),
     "abs": ("abs(x[i])", lambda x, y: torch.abs(x), "any"),
     "erf": ("erf(x[i])", lambda x, y: torch.erf(x), "any"),
     "pow": ("pow(x[i], 3)", lambda x, y: x**3, "any"),

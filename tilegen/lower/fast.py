@@ -175,15 +175,16 @@ def lower_fast_path(
 def free_scalars(spec: m.Spec, kernel: KernelPlan, args: tuple[str, ...]) -> dict[str, int]:
     """The float scalar inputs whose value the launch only passes on, each with its index in the
     kept arguments (``args``, texts, after the pointers): a kernel argument of its own among the
-    first, single ones, no sign flag derived from it (:mod:`tilegen.lower.scaled`), in no finish
-    kernel's arguments. The fast path's key holds their type, not their value, and the fast path
-    passes the call's values: an optimizer's learning rate or step changing each call still
-    launches through the fast path (Triton does not specialize on floats)."""
+    first, single ones, in no other argument of the kernel or of a finish kernel, no sign flag
+    derived from it (:mod:`tilegen.lower.scaled`). The fast path's key holds their type, not their
+    value, and the fast path passes the call's values: an optimizer's learning rate or step
+    changing each call still launches through the fast path (Triton does not specialize on floats)."""
     floats = {t.name.id for t in spec.inputs
               if t.is_scalar and isinstance(t.dtype, m.Name) and t.dtype.id in ("f16", "bf16", "f32", "f64")}
     floats -= {scalar for scalar, _ in kernel.sign_flags}
-    floats -= {word for finish in kernel.finishes for text in launch_args(finish)[1] for word in floats
-               if re.search(rf"\b{word}\b", text)}
+    others = [text for text in args if text not in floats]  # a value made from one is kept as it was
+    others += [text for finish in kernel.finishes for text in launch_args(finish)[1]]
+    floats -= {word for text in others for word in floats if re.search(rf"\b{word}\b", text)}
     free: dict[str, int] = {}
     for index, text in enumerate(args):
         if text.startswith("*") or "," in text:  # more than one argument: later indices are unknown

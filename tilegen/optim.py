@@ -57,7 +57,7 @@ def _flat(tensors: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
                      f"averages must share one dense memory order to be updated as one vector; strides: {layouts}")
 
 
-class AdamW(torch.optim.Optimizer):
+class AdamW(torch.optim.AdamW):
     """``torch.optim.AdamW``'s update (decoupled weight decay; no amsgrad, no maximize), each
     parameter's step one launch of ``specs/adamw.tile``'s kernel, in place.
 
@@ -75,24 +75,15 @@ class AdamW(torch.optim.Optimizer):
     as torch computes them in Python floats.
 
     Raises ValueError at construction for a negative ``lr``, ``eps`` or ``weight_decay`` or a beta
-    outside [0, 1), as torch does; at :meth:`step`, TypeError naming a parameter (its group, index
-    and shape) whose dtype is not float32, bf16 or f16, whose gradient's dtype differs or that is
-    sparse, ValueError for a gradient in another memory order. Parameters are checked before any
-    is updated.
+    outside [0, 1) (torch's checks: this is its AdamW with another :meth:`step`); at :meth:`step`,
+    TypeError naming a parameter (its group, index and shape) whose dtype is not float32, bf16 or
+    f16, whose gradient's dtype differs or that is sparse, ValueError for a gradient in another
+    memory order. Parameters are checked before any is updated.
     """
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2) -> None:
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        for i, beta in enumerate(betas):
-            if not 0.0 <= beta < 1.0:
-                raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
+        super().__init__(params, lr, betas, eps, weight_decay)
 
     def _state(self, p: torch.Tensor, group: int, index: int) -> dict[str, Any]:
         """``p``'s state, made at its first step (torch's: a step count and two zero tensors like

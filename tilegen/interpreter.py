@@ -4,7 +4,9 @@
 :func:`speed_up` replaces six pieces of Triton's interpreter with ones that skip work whose
 result the interpreter drops or has already done; no kernel's result changes. Each applies only
 where the interpreter has what it replaces (Triton 3.9 has all six); a Triton without it runs
-as it is. A user's own process that imports a generated module is left alone.
+as it is. :func:`round_as_the_gpu` is the one patch that changes a result: the interpreter's float32
+to bf16 cast rounds as the GPU's does. A user's own process that imports a generated module is
+left alone.
 
 1. The overflow checks of 32-bit integer ``+``, ``-`` and ``*``: the interpreter computes each
    again in int64 and compares it with the bounds, then drops the result (its ``device_assert``
@@ -86,12 +88,12 @@ def round_as_the_gpu() -> None:
     def cast(self: Any, src: Any, dst_type: Any) -> Any:
         if src.dtype.scalar != tl.float32 or dst_type.scalar != tl.bfloat16:
             return cast_impl(self, src, dst_type)
-        data = np.asarray(src.data, dtype=np.float32)
-        bits = np.atleast_1d(data).view(np.uint32)
+        data = np.atleast_1d(np.asarray(src.data, dtype=np.float32))
+        bits = data.view(np.uint32)
         nearest = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
         quiet = (bits >> np.uint32(16)) | np.uint32(0x40)  # a NaN's sign and payload, quiet
-        rounded = np.where(np.isnan(np.atleast_1d(data)), quiet, nearest).astype(np.uint16)
-        return interpreter.TensorHandle(rounded.reshape(data.shape), dst_type.scalar)
+        rounded = np.where(np.isnan(data), quiet, nearest).astype(np.uint16)
+        return interpreter.TensorHandle(rounded.reshape(np.shape(src.data)), dst_type.scalar)
 
     cast._tilegen_rounds = True  # type: ignore[attr-defined]
     builder.cast_impl = cast

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_6d86013fa9177f7b"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_c0d9fd9ce3b035b0"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -71,16 +71,25 @@ def adamw_kernel(
 _adamw_inputs = _rt.Inputs(("param", (torch.float32, torch.bfloat16, torch.float16), "N"), ("grad", "param", "N"), ("exp_avg", "param", "N"), ("exp_avg_sq", "param", "N"), ("lr", float), ("beta1", float), ("beta2", float), ("eps", float), ("weight_decay", float), ("step", float))
 
 
-def _adamw_checked(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, step: float, *, BN: int = 1024):
-    """The checks of adamw()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _adamw_plan(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, step: float, *, BN: int = 1024, inplace: bool = False):
+    """adamw()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BN = _rt.concrete(BN)
     device, T, lr, beta1, beta2, eps, weight_decay, step, N = _adamw_inputs("adamw", param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("adamw", "BN", BN)
-    return device, T, lr, beta1, beta2, eps, weight_decay, step, N
+    param_out = param if inplace else torch.empty(N, device=device, dtype=T)
+    exp_avg_out = exp_avg if inplace else torch.empty(N, device=device, dtype=T)
+    exp_avg_sq_out = exp_avg_sq if inplace else torch.empty(N, device=device, dtype=T)
+    int64 = _rt.wide_offsets((param, grad, exp_avg, exp_avg_sq), (param_out, exp_avg_out, exp_avg_sq_out))
+    return _rt.Planned(
+        _adamw_launch, device, (param_out, exp_avg_out, exp_avg_sq_out), N == 0, lambda meta: ((N + BN - 1) // BN, 1, 1),
+        (param, grad, exp_avg, exp_avg_sq, param_out, exp_avg_out, exp_avg_sq_out, N, lr, beta1, beta2, eps, weight_decay, step, *param.stride(), *grad.stride(), *exp_avg.stride(), *exp_avg_sq.stride(), *param_out.stride(), *exp_avg_out.stride(), *exp_avg_sq_out.stride()),
+        dict(BN=BN, INT64_OFFSETS=int64), ((N,), (N,), (N,)), None,
+        overwritten=(param, exp_avg, exp_avg_sq) if inplace else (),
+    )
 
 
-_adamw_launch = _rt.Launch(globals(), "adamw_kernel", "adamw", pointers=7)
+_adamw_launch = _rt.Launch(globals(), "adamw_kernel", "adamw", pointers=7, plan=_adamw_plan, refuse=(0, 1, 2, 3))
 
 
 def adamw(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, step: float, *, BN: int = 1024, inplace: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -126,33 +135,7 @@ def adamw(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_av
             _rt.overwritten(param, exp_avg, exp_avg_sq)
         launch(grid, device_index, param, grad, exp_avg, exp_avg_sq, param_out, exp_avg_out, exp_avg_sq_out, *args[0:1], float(lr), float(beta1), float(beta2), float(eps), float(weight_decay), float(step), *args[7:])
         return param_out, exp_avg_out, exp_avg_sq_out
-    device, T, lr, beta1, beta2, eps, weight_decay, step, N = _adamw_checked(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step, BN=BN)
-    if _grad_enabled() and (getattr(param, "requires_grad", False) or getattr(grad, "requires_grad", False) or getattr(exp_avg, "requires_grad", False) or getattr(exp_avg_sq, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("adamw")
-    if param.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return adamw(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step, BN=BN)
-    param_out = param if inplace else torch.empty(N, device=device, dtype=T)
-    exp_avg_out = exp_avg if inplace else torch.empty(N, device=device, dtype=T)
-    exp_avg_sq_out = exp_avg_sq if inplace else torch.empty(N, device=device, dtype=T)
-    if inplace:  # the inputs written over: autograd's saved copies of them are stale
-        _rt.overwritten(param, exp_avg, exp_avg_sq)
-    if N == 0:  # nothing to compute: no launch
-        return param_out, exp_avg_out, exp_avg_sq_out
-    _param_strides = param.stride()
-    _grad_strides = grad.stride()
-    _exp_avg_strides = exp_avg.stride()
-    _exp_avg_sq_strides = exp_avg_sq.stride()
-    _param_out_strides = param_out.stride()
-    _exp_avg_out_strides = exp_avg_out.stride()
-    _exp_avg_sq_out_strides = exp_avg_sq_out.stride()
-    int64 = (N - 1) * abs(_param_strides[0]) >= 2**31 or (N - 1) * abs(_grad_strides[0]) >= 2**31 or (N - 1) * abs(_exp_avg_strides[0]) >= 2**31 or (N - 1) * abs(_exp_avg_sq_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _adamw_launch(
-        fast_key, device, lambda meta: ((N + BN - 1) // BN, 1, 1),
-        (param, grad, exp_avg, exp_avg_sq, param_out, exp_avg_out, exp_avg_sq_out, N, lr, beta1, beta2, eps, weight_decay, step, *_param_strides, *_grad_strides, *_exp_avg_strides, *_exp_avg_sq_strides, *_param_out_strides, *_exp_avg_out_strides, *_exp_avg_sq_out_strides),
-        dict(BN=BN, INT64_OFFSETS=int64), ((N,), (N,), (N,)),
-    )
-    return param_out, exp_avg_out, exp_avg_sq_out
+    return _adamw_launch.run(adamw, fast_key, param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step, BN=BN, inplace=inplace)
 
 
 def reference(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step):
@@ -179,42 +162,9 @@ def reference(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_de
     return param_out, exp_avg_out, exp_avg_sq_out
 
 
-def _adamw_fake(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, step: float, *, BN: int = 1024) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The outputs of adamw(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BN = int(BN)
-    device, T, lr, beta1, beta2, eps, weight_decay, step, N = _adamw_checked(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step, BN=BN)
-    param_out = torch.empty(N, device=device, dtype=T)
-    exp_avg_out = torch.empty(N, device=device, dtype=T)
-    exp_avg_sq_out = torch.empty(N, device=device, dtype=T)
-    return param_out, exp_avg_out, exp_avg_sq_out
-
-
-def _adamw_traced(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, step: float, *, BN: int = 1024) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """adamw() as torch.compile traces it on the GPU: the checks of _adamw_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BN = int(BN)
-    device, T, lr, beta1, beta2, eps, weight_decay, step, N = _adamw_checked(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step, BN=BN)
-    param_out = torch.empty(N, device=device, dtype=T)
-    exp_avg_out = torch.empty(N, device=device, dtype=T)
-    exp_avg_sq_out = torch.empty(N, device=device, dtype=T)
-    if N == 0:  # nothing to compute: no launch
-        return param_out, exp_avg_out, exp_avg_sq_out
-    _param_strides = param.stride()
-    _grad_strides = grad.stride()
-    _exp_avg_strides = exp_avg.stride()
-    _exp_avg_sq_strides = exp_avg_sq.stride()
-    _param_out_strides = param_out.stride()
-    _exp_avg_out_strides = exp_avg_out.stride()
-    _exp_avg_sq_out_strides = exp_avg_sq_out.stride()
-    int64 = (N - 1) * abs(_param_strides[0]) >= 2**31 or (N - 1) * abs(_grad_strides[0]) >= 2**31 or (N - 1) * abs(_exp_avg_strides[0]) >= 2**31 or (N - 1) * abs(_exp_avg_sq_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _adamw_launch.traced(((N + BN - 1) // BN, 1, 1), (param, grad, exp_avg, exp_avg_sq, param_out, exp_avg_out, exp_avg_sq_out, N, lr, beta1, beta2, eps, weight_decay, step, *_param_strides, *_grad_strides, *_exp_avg_strides, *_exp_avg_sq_strides, *_param_out_strides, *_exp_avg_out_strides, *_exp_avg_sq_out_strides), dict(BN=BN, INT64_OFFSETS=int64))
-    return param_out, exp_avg_out, exp_avg_sq_out
-
-
 def _adamw_new(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, step: float, *, BN: int = 1024) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """adamw() into new outputs (inplace=False): the custom op's, which may not write over its inputs."""
     return adamw(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step, BN=BN)
 
 
-op = _rt.register_op("adamw", "3fd4911dc915ba4a", _adamw_new, _adamw_fake, _adamw_traced)
+op = _rt.register_op("adamw", "3fd4911dc915ba4a", _adamw_new, _adamw_launch)

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_6d86013fa9177f7b"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_c0d9fd9ce3b035b0"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -110,7 +110,42 @@ _tuner = _rt.Tuner("attention_backward_dkdv", "51cb99df9a191619", _CONFIGS, defa
 _attention_backward_dkdv_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H T D"), ("v", "q", "B H T D"), ("scale", float), ("do", "q", "B H S D"), ("lse", torch.float32, "B H S"), ("delta", torch.float32, "B H S"), whole=(("d", "D", 8192),))
 
 
-_attention_backward_dkdv_launch = _rt.Launch(globals(), "attention_backward_dkdv_kernel", "attention_backward_dkdv", pointers=8, tuned=True, blocks=True, retune=True)
+def _attention_backward_dkdv_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor):
+    """attention_backward_dkdv()'s call after its fast path: checks, outputs, kernel arguments."""
+    device, DT, scale, B, H, S, D, T = _attention_backward_dkdv_inputs("attention_backward_dkdv", q, k, v, scale, do, lse, delta)
+    dk = torch.empty(B, H, T, D, device=device, dtype=DT)
+    dv = torch.empty(B, H, T, D, device=device, dtype=DT)
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    _q_strides = q.stride()
+    _k_strides = k.stride()
+    _v_strides = v.stride()
+    _do_strides = do.stride()
+    _lse_strides = lse.stride()
+    _delta_strides = delta.stride()
+    _dk_strides = dk.stride()
+    _dv_strides = dv.stride()
+    if not _has_tma(device):  # a GPU or a Triton without TMA descriptors
+        return _attention_backward_dkdv_pointers_plan(q, k, v, scale, do, lse, delta)
+    if B == 0 or H == 0 or S == 0 or D == 0 or T == 0 or _q_strides[3] != 1 or _q_strides[0] * DT.itemsize % 16 or _q_strides[1] * DT.itemsize % 16 or _q_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or q.data_ptr() % 16 or _k_strides[3] != 1 or _k_strides[0] * DT.itemsize % 16 or _k_strides[1] * DT.itemsize % 16 or _k_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or k.data_ptr() % 16 or _v_strides[3] != 1 or _v_strides[0] * DT.itemsize % 16 or _v_strides[1] * DT.itemsize % 16 or _v_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or v.data_ptr() % 16 or _do_strides[3] != 1 or _do_strides[0] * DT.itemsize % 16 or _do_strides[1] * DT.itemsize % 16 or _do_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or do.data_ptr() % 16 or _lse_strides[2] != 1 or _lse_strides[0] * 4 % 16 or _lse_strides[1] * 4 % 16 or lse.data_ptr() % 16 or _delta_strides[2] != 1 or _delta_strides[0] * 4 % 16 or _delta_strides[1] * 4 % 16 or delta.data_ptr() % 16 or _dk_strides[3] != 1 or _dk_strides[0] * DT.itemsize % 16 or _dk_strides[1] * DT.itemsize % 16 or _dk_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or dk.data_ptr() % 16 or _dv_strides[3] != 1 or _dv_strides[0] * DT.itemsize % 16 or _dv_strides[1] * DT.itemsize % 16 or _dv_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or dv.data_ptr() % 16:  # a layout TMA cannot address
+        return _attention_backward_dkdv_pointers_plan(q, k, v, scale, do, lse, delta)
+    q_desc = TensorDescriptor(q, [B, H, S, D], [*_q_strides], [1, 1, 1, 1])
+    k_desc = TensorDescriptor(k, [B, H, T, D], [*_k_strides], [1, 1, 1, 1])
+    v_desc = TensorDescriptor(v, [B, H, T, D], [*_v_strides], [1, 1, 1, 1])
+    do_desc = TensorDescriptor(do, [B, H, S, D], [*_do_strides], [1, 1, 1, 1])
+    lse_desc = TensorDescriptor(lse, [B, H, S], [*_lse_strides], [1, 1, 1])
+    delta_desc = TensorDescriptor(delta, [B, H, S], [*_delta_strides], [1, 1, 1])
+    dk_desc = TensorDescriptor(dk, [B, H, T, D], [*_dk_strides], [1, 1, 1, 1])
+    dv_desc = TensorDescriptor(dv, [B, H, T, D], [*_dv_strides], [1, 1, 1, 1])
+    folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0
+    return _rt.Planned(
+        _attention_backward_dkdv_launch, device, (dk, dv), B == 0 or H == 0 or D == 0 or T == 0, lambda meta: _rt.fold_grid(((T + meta["BN"] - 1) // meta["BN"], B, H), folded),
+        (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dk_desc, dv_desc, B, H, S, D, T, scale),
+        dict(BLOCK_D=BLOCK_D, FOLDED_GRID=folded), ((B, H, T, D), (B, H, T, D)), (device, S, T, D, DT),
+        arrays=(q, k, v, do, lse, delta, dk, dv),
+    )
+
+
+_attention_backward_dkdv_launch = _rt.Launch(globals(), "attention_backward_dkdv_kernel", "attention_backward_dkdv", pointers=8, tuned=True, blocks=True, retune=True, plan=_attention_backward_dkdv_plan, refuse=(0, 1, 2, 4, 5, 6))
 
 
 def attention_backward_dkdv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -145,54 +180,10 @@ def attention_backward_dkdv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, s
         dv = torch.empty(*_dv_shape, device=device, dtype=DT)
         launch(grid, device_index, *_rebased(descriptors, (q, k, v, do, lse, delta, dk, dv)), *args[0:5], float(scale), *args[6:])
         return dk, dv
-    device, DT, scale, B, H, S, D, T = _attention_backward_dkdv_inputs("attention_backward_dkdv", q, k, v, scale, do, lse, delta)
-    if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(v, "requires_grad", False) or getattr(do, "requires_grad", False) or getattr(lse, "requires_grad", False) or getattr(delta, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("attention_backward_dkdv")
-    if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return attention_backward_dkdv(q, k, v, scale, do, lse, delta)
-    dk = torch.empty(B, H, T, D, device=device, dtype=DT)
-    dv = torch.empty(B, H, T, D, device=device, dtype=DT)
-    if B == 0 or H == 0 or D == 0 or T == 0:  # nothing to compute: no launch
-        return dk, dv
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _v_strides = v.stride()
-    _do_strides = do.stride()
-    _lse_strides = lse.stride()
-    _delta_strides = delta.stride()
-    _dk_strides = dk.stride()
-    _dv_strides = dv.stride()
-    if not _has_tma(device):  # a GPU or a Triton without TMA descriptors
-        return _attention_backward_dkdv_pointers(q, k, v, scale, do, lse, delta)
-    if B == 0 or H == 0 or S == 0 or D == 0 or T == 0 or _q_strides[3] != 1 or _q_strides[0] * DT.itemsize % 16 or _q_strides[1] * DT.itemsize % 16 or _q_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or q.data_ptr() % 16 or _k_strides[3] != 1 or _k_strides[0] * DT.itemsize % 16 or _k_strides[1] * DT.itemsize % 16 or _k_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or k.data_ptr() % 16 or _v_strides[3] != 1 or _v_strides[0] * DT.itemsize % 16 or _v_strides[1] * DT.itemsize % 16 or _v_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or v.data_ptr() % 16 or _do_strides[3] != 1 or _do_strides[0] * DT.itemsize % 16 or _do_strides[1] * DT.itemsize % 16 or _do_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or do.data_ptr() % 16 or _lse_strides[2] != 1 or _lse_strides[0] * 4 % 16 or _lse_strides[1] * 4 % 16 or lse.data_ptr() % 16 or _delta_strides[2] != 1 or _delta_strides[0] * 4 % 16 or _delta_strides[1] * 4 % 16 or delta.data_ptr() % 16 or _dk_strides[3] != 1 or _dk_strides[0] * DT.itemsize % 16 or _dk_strides[1] * DT.itemsize % 16 or _dk_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or dk.data_ptr() % 16 or _dv_strides[3] != 1 or _dv_strides[0] * DT.itemsize % 16 or _dv_strides[1] * DT.itemsize % 16 or _dv_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or dv.data_ptr() % 16:  # a layout TMA cannot address
-        return _attention_backward_dkdv_pointers(q, k, v, scale, do, lse, delta)
-    q_desc = TensorDescriptor(q, [B, H, S, D], [*_q_strides], [1, 1, 1, 1])
-    k_desc = TensorDescriptor(k, [B, H, T, D], [*_k_strides], [1, 1, 1, 1])
-    v_desc = TensorDescriptor(v, [B, H, T, D], [*_v_strides], [1, 1, 1, 1])
-    do_desc = TensorDescriptor(do, [B, H, S, D], [*_do_strides], [1, 1, 1, 1])
-    lse_desc = TensorDescriptor(lse, [B, H, S], [*_lse_strides], [1, 1, 1])
-    delta_desc = TensorDescriptor(delta, [B, H, S], [*_delta_strides], [1, 1, 1])
-    dk_desc = TensorDescriptor(dk, [B, H, T, D], [*_dk_strides], [1, 1, 1, 1])
-    dv_desc = TensorDescriptor(dv, [B, H, T, D], [*_dv_strides], [1, 1, 1, 1])
-    folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0
-    _attention_backward_dkdv_launch(
-        fast_key, device, lambda meta: _rt.fold_grid(((T + meta["BN"] - 1) // meta["BN"], B, H), folded),
-        (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dk_desc, dv_desc, B, H, S, D, T, scale),
-        dict(BLOCK_D=BLOCK_D, FOLDED_GRID=folded), ((B, H, T, D), (B, H, T, D)),
-        tune_key=(device, S, T, D, DT), again=lambda: attention_backward_dkdv(q, k, v, scale, do, lse, delta), arrays=(q, k, v, do, lse, delta, dk, dv),
-    )
-    return dk, dv
+    return _attention_backward_dkdv_launch.run(attention_backward_dkdv, fast_key, q, k, v, scale, do, lse, delta)
 
 
-_POINTER_CONFIGS = [
-    triton.Config({"BN": 64, "BM": 64}, num_warps=4, num_stages=2),
-    triton.Config({"BN": 64, "BM": 32}, num_warps=4, num_stages=3),
-    triton.Config({"BN": 128, "BM": 64}, num_warps=8, num_stages=2),
-    triton.Config({"BN": 128, "BM": 32}, num_warps=8, num_stages=3),
-    triton.Config({"BN": 16, "BM": 16}, num_warps=4, num_stages=1),
-]
+_POINTER_CONFIGS = _rt.configs_like(_CONFIGS, None)  # the same configs, another pre_hook
 
 
 @triton.autotune(configs=_POINTER_CONFIGS, key=["S", "T", "D"], do_bench=_rt.time_config)
@@ -306,6 +297,7 @@ def _attention_backward_dkdv_pointers_plan(q: torch.Tensor, k: torch.Tensor, v: 
         _attention_backward_dkdv_pointers_launch, device, (dk, dv), B == 0 or H == 0 or D == 0 or T == 0, lambda meta: _rt.fold_grid(((T + meta["BN"] - 1) // meta["BN"], B, H), folded),
         (q, k, v, do, lse, delta, dk, dv, B, H, S, D, T, scale, *q.stride(), *k.stride(), *v.stride(), *do.stride(), *lse.stride(), *delta.stride(), H * T * D, T * D, D, 1, H * T * D, T * D, D, 1),
         dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, H, T, D), (B, H, T, D)), (device, "pointers", S, T, D, DT),
+        arrays=(q, k, v, do, lse, delta, dk, dv),
     )
 
 
@@ -314,30 +306,9 @@ _attention_backward_dkdv_pointers_launch = _rt.Launch(globals(), "_attention_bac
 
 def _attention_backward_dkdv_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """attention_backward_dkdv() where its TMA descriptors cannot serve: the kernel of specs/attention_backward_dkdv.tile through pointers, with the same tune configs.
-    Called by attention_backward_dkdv(), after its checks.
+    attention_backward_dkdv()'s plan returns this one's, after its checks.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_attention_backward_dkdv_pointers",
-            q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
-            k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
-            v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
-            type(scale), scale if type(scale) is not float else None,
-            do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,
-            lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,
-            delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _dk_shape, _dv_shape = fast
-        DT = q.dtype
-        dk = torch.empty(*_dk_shape, device=device, dtype=DT)
-        dv = torch.empty(*_dv_shape, device=device, dtype=DT)
-        launch(grid, device_index, q, k, v, do, lse, delta, dk, dv, *args[0:5], float(scale), *args[6:])
-        return dk, dv
-    return _attention_backward_dkdv_pointers_launch.run(_attention_backward_dkdv_pointers, fast_key, q, k, v, scale, do, lse, delta)
+    return _attention_backward_dkdv_pointers_launch.run(_attention_backward_dkdv_pointers, None, q, k, v, scale, do, lse, delta)
 
 
 def reference(q, k, v, scale, do, lse, delta):
@@ -368,6 +339,7 @@ def _attention_backward_dkdv_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Ten
     dk = torch.empty(B, H, T, D, device=device, dtype=DT)
     dv = torch.empty(B, H, T, D, device=device, dtype=DT)
     return dk, dv
+
 
 
 op = _rt.register_op("attention_backward_dkdv", "51cb99df9a191619", attention_backward_dkdv, _attention_backward_dkdv_fake, None)

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_6d86013fa9177f7b"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_c0d9fd9ce3b035b0"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -148,7 +148,37 @@ _tuner = _rt.Tuner("attention_causal", "07fa49d053b9f5fc", _CONFIGS, default=1, 
 _attention_causal_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H S D"), ("v", "q", "B H S D"), ("scale", float), whole=(("d", "D", 8192),))
 
 
-_attention_causal_launch = _rt.Launch(globals(), "attention_causal_kernel", "attention_causal", pointers=5, tuned=True, blocks=True, retune=True)
+def _attention_causal_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float):
+    """attention_causal()'s call after its fast path: checks, outputs, kernel arguments."""
+    device, DT, scale, B, H, S, D = _attention_causal_inputs("attention_causal", q, k, v, scale)
+    o = torch.empty(B, H, S, D, device=device, dtype=DT)
+    lse = torch.empty(B, H, S, device=device, dtype=torch.float32)
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    _q_strides = q.stride()
+    _k_strides = k.stride()
+    _v_strides = v.stride()
+    _o_strides = o.stride()
+    _lse_strides = lse.stride()
+    if not _has_tma(device):  # a GPU or a Triton without TMA descriptors
+        return _attention_causal_pointers_plan(q, k, v, scale)
+    if B == 0 or H == 0 or S == 0 or D == 0 or _q_strides[3] != 1 or _q_strides[0] * DT.itemsize % 16 or _q_strides[1] * DT.itemsize % 16 or _q_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or q.data_ptr() % 16 or _k_strides[3] != 1 or _k_strides[0] * DT.itemsize % 16 or _k_strides[1] * DT.itemsize % 16 or _k_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or k.data_ptr() % 16 or _v_strides[3] != 1 or _v_strides[0] * DT.itemsize % 16 or _v_strides[1] * DT.itemsize % 16 or _v_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or v.data_ptr() % 16 or _o_strides[3] != 1 or _o_strides[0] * DT.itemsize % 16 or _o_strides[1] * DT.itemsize % 16 or _o_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or o.data_ptr() % 16 or _lse_strides[2] != 1 or _lse_strides[0] * 4 % 16 or _lse_strides[1] * 4 % 16 or lse.data_ptr() % 16:  # a layout TMA cannot address
+        return _attention_causal_pointers_plan(q, k, v, scale)
+    q_desc = TensorDescriptor(q, [B, H, S, D], [*_q_strides], [1, 1, 1, 1])
+    k_desc = TensorDescriptor(k, [B, H, S, D], [*_k_strides], [1, 1, 1, 1])
+    v_desc = TensorDescriptor(v, [B, H, S, D], [*_v_strides], [1, 1, 1, 1])
+    o_desc = TensorDescriptor(o, [B, H, S, D], [*_o_strides], [1, 1, 1, 1])
+    lse_desc = TensorDescriptor(lse, [B, H, S], [*_lse_strides], [1, 1, 1])
+    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
+    folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0
+    return _rt.Planned(
+        _attention_causal_launch, device, (o, lse), B == 0 or H == 0 or S == 0 or D == 0, lambda meta: _rt.fold_grid(((S + meta["BM"] - 1) // meta["BM"], B, H), folded),
+        (q_desc, k_desc, v_desc, o_desc, lse_desc, B, H, S, D, scale),
+        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, FOLDED_GRID=folded), ((B, H, S, D), (B, H, S)), (device, S, D, DT),
+        arrays=(q, k, v, o, lse),
+    )
+
+
+_attention_causal_launch = _rt.Launch(globals(), "attention_causal_kernel", "attention_causal", pointers=5, tuned=True, blocks=True, retune=True, plan=_attention_causal_plan)
 
 
 def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -182,65 +212,10 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
         lse = torch.empty(*_lse_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, *_rebased(descriptors, (q, k, v, o, lse)), *args)
         return o, lse
-    device, DT, scale, B, H, S, D = _attention_causal_inputs("attention_causal", q, k, v, scale)
-    if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return attention_causal(q, k, v, scale)
-    o = torch.empty(B, H, S, D, device=device, dtype=DT)
-    lse = torch.empty(B, H, S, device=device, dtype=torch.float32)
-    if B == 0 or H == 0 or S == 0 or D == 0:  # nothing to compute: no launch
-        return o, lse
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _v_strides = v.stride()
-    _o_strides = o.stride()
-    _lse_strides = lse.stride()
-    if not _has_tma(device):  # a GPU or a Triton without TMA descriptors
-        return _attention_causal_pointers(q, k, v, scale)
-    if B == 0 or H == 0 or S == 0 or D == 0 or _q_strides[3] != 1 or _q_strides[0] * DT.itemsize % 16 or _q_strides[1] * DT.itemsize % 16 or _q_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or q.data_ptr() % 16 or _k_strides[3] != 1 or _k_strides[0] * DT.itemsize % 16 or _k_strides[1] * DT.itemsize % 16 or _k_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or k.data_ptr() % 16 or _v_strides[3] != 1 or _v_strides[0] * DT.itemsize % 16 or _v_strides[1] * DT.itemsize % 16 or _v_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or v.data_ptr() % 16 or _o_strides[3] != 1 or _o_strides[0] * DT.itemsize % 16 or _o_strides[1] * DT.itemsize % 16 or _o_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or o.data_ptr() % 16 or _lse_strides[2] != 1 or _lse_strides[0] * 4 % 16 or _lse_strides[1] * 4 % 16 or lse.data_ptr() % 16:  # a layout TMA cannot address
-        return _attention_causal_pointers(q, k, v, scale)
-    q_desc = TensorDescriptor(q, [B, H, S, D], [*_q_strides], [1, 1, 1, 1])
-    k_desc = TensorDescriptor(k, [B, H, S, D], [*_k_strides], [1, 1, 1, 1])
-    v_desc = TensorDescriptor(v, [B, H, S, D], [*_v_strides], [1, 1, 1, 1])
-    o_desc = TensorDescriptor(o, [B, H, S, D], [*_o_strides], [1, 1, 1, 1])
-    lse_desc = TensorDescriptor(lse, [B, H, S], [*_lse_strides], [1, 1, 1])
-    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
-    folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0
-    _attention_causal_launch(
-        fast_key, device, lambda meta: _rt.fold_grid(((S + meta["BM"] - 1) // meta["BM"], B, H), folded),
-        (q_desc, k_desc, v_desc, o_desc, lse_desc, B, H, S, D, scale),
-        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, FOLDED_GRID=folded), ((B, H, S, D), (B, H, S)),
-        tune_key=(device, S, D, DT), again=lambda: attention_causal(q, k, v, scale), arrays=(q, k, v, o, lse),
-    )
-    return o, lse
+    return _attention_causal_launch.run(attention_causal, fast_key, q, k, v, scale)
 
 
-_POINTER_CONFIGS = [
-    triton.Config({"BM": 16, "BN": 16}, num_warps=4, num_stages=1),
-    triton.Config({"BM": 64, "BN": 64}, num_warps=4, num_stages=3),
-    triton.Config({"BM": 64, "BN": 32}, num_warps=4, num_stages=2),
-    triton.Config({"BM": 64, "BN": 32}, num_warps=4, num_stages=3),
-    triton.Config({"BM": 64, "BN": 32}, num_warps=4, num_stages=4),
-    triton.Config({"BM": 64, "BN": 64}, num_warps=4, num_stages=2),
-    triton.Config({"BM": 64, "BN": 64}, num_warps=4, num_stages=4),
-    triton.Config({"BM": 64, "BN": 128}, num_warps=4, num_stages=2),
-    triton.Config({"BM": 64, "BN": 128}, num_warps=4, num_stages=3),
-    triton.Config({"BM": 64, "BN": 128}, num_warps=4, num_stages=4),
-    triton.Config({"BM": 128, "BN": 32}, num_warps=4, num_stages=2),
-    triton.Config({"BM": 128, "BN": 32}, num_warps=4, num_stages=3),
-    triton.Config({"BM": 128, "BN": 32}, num_warps=4, num_stages=4),
-    triton.Config({"BM": 128, "BN": 64}, num_warps=4, num_stages=2),
-    triton.Config({"BM": 128, "BN": 64}, num_warps=4, num_stages=3),
-    triton.Config({"BM": 128, "BN": 64}, num_warps=4, num_stages=4),
-    triton.Config({"BM": 128, "BN": 128}, num_warps=4, num_stages=2),
-    triton.Config({"BM": 128, "BN": 128}, num_warps=4, num_stages=3),
-    triton.Config({"BM": 128, "BN": 128}, num_warps=4, num_stages=4),
-    triton.Config({"BM": 128, "BN": 128}, num_warps=8, num_stages=2),
-    triton.Config({"BM": 128, "BN": 128}, num_warps=8, num_stages=3),
-    triton.Config({"BM": 128, "BN": 128}, num_warps=8, num_stages=4),
-    triton.Config({"BM": 128, "BN": 64}, num_warps=8, num_stages=3),
-]
+_POINTER_CONFIGS = _rt.configs_like(_CONFIGS, None)  # the same configs, another pre_hook
 
 
 @triton.autotune(configs=_POINTER_CONFIGS, key=["S", "D"], do_bench=_rt.time_config)
@@ -367,6 +342,7 @@ def _attention_causal_pointers_plan(q: torch.Tensor, k: torch.Tensor, v: torch.T
         _attention_causal_pointers_launch, device, (o, lse), B == 0 or H == 0 or S == 0 or D == 0, lambda meta: _rt.fold_grid(((S + meta["BM"] - 1) // meta["BM"], B, H), folded),
         (q, k, v, o, lse, B, H, S, D, scale, *q.stride(), *k.stride(), *v.stride(), H * S * D, S * D, D, 1, H * S, S, 1),
         dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, H, S, D), (B, H, S)), (device, "pointers", S, D, DT),
+        arrays=(q, k, v, o, lse),
     )
 
 
@@ -375,27 +351,9 @@ _attention_causal_pointers_launch = _rt.Launch(globals(), "_attention_causal_poi
 
 def _attention_causal_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     """attention_causal() where its TMA descriptors cannot serve: the kernel of specs/attention_causal.tile through pointers, with the same tune configs.
-    Called by attention_causal(), after its checks.
+    attention_causal()'s plan returns this one's, after its checks.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_attention_causal_pointers",
-            q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
-            k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
-            v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
-            scale, type(scale),
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _o_shape, _lse_shape = fast
-        DT = q.dtype
-        o = torch.empty(*_o_shape, device=device, dtype=DT)
-        lse = torch.empty(*_lse_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, q, k, v, o, lse, *args)
-        return o, lse
-    return _attention_causal_pointers_launch.run(_attention_causal_pointers, fast_key, q, k, v, scale)
+    return _attention_causal_pointers_launch.run(_attention_causal_pointers, None, q, k, v, scale)
 
 
 def reference(q, k, v, scale):
@@ -430,6 +388,7 @@ def _attention_causal_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sc
     o = torch.empty(B, H, S, D, device=device, dtype=DT)
     lse = torch.empty(B, H, S, device=device, dtype=torch.float32)
     return o, lse
+
 
 
 op = _rt.register_op("attention_causal", "07fa49d053b9f5fc", attention_causal, _attention_causal_fake, None)

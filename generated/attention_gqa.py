@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_6d86013fa9177f7b"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_c0d9fd9ce3b035b0"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -155,7 +155,37 @@ def _attention_gqa_checked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sc
     return device, DT, scale, B, H, S, D, HK
 
 
-_attention_gqa_launch = _rt.Launch(globals(), "attention_gqa_kernel", "attention_gqa", pointers=5, tuned=True, blocks=True, retune=True)
+def _attention_gqa_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float):
+    """attention_gqa()'s call after its fast path: checks, outputs, kernel arguments."""
+    device, DT, scale, B, H, S, D, HK = _attention_gqa_checked(q, k, v, scale)
+    o = torch.empty(B, H, S, D, device=device, dtype=DT)
+    lse = torch.empty(B, H, S, device=device, dtype=torch.float32)
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    _q_strides = q.stride()
+    _k_strides = k.stride()
+    _v_strides = v.stride()
+    _o_strides = o.stride()
+    _lse_strides = lse.stride()
+    if not _has_tma(device):  # a GPU or a Triton without TMA descriptors
+        return _attention_gqa_pointers_plan(q, k, v, scale)
+    if B == 0 or H == 0 or S == 0 or D == 0 or HK == 0 or _q_strides[3] != 1 or _q_strides[0] * DT.itemsize % 16 or _q_strides[1] * DT.itemsize % 16 or _q_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or q.data_ptr() % 16 or _k_strides[3] != 1 or _k_strides[0] * DT.itemsize % 16 or _k_strides[1] * DT.itemsize % 16 or _k_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or k.data_ptr() % 16 or _v_strides[3] != 1 or _v_strides[0] * DT.itemsize % 16 or _v_strides[1] * DT.itemsize % 16 or _v_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or v.data_ptr() % 16 or _o_strides[3] != 1 or _o_strides[0] * DT.itemsize % 16 or _o_strides[1] * DT.itemsize % 16 or _o_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or o.data_ptr() % 16 or _lse_strides[2] != 1 or _lse_strides[0] * 4 % 16 or _lse_strides[1] * 4 % 16 or lse.data_ptr() % 16:  # a layout TMA cannot address
+        return _attention_gqa_pointers_plan(q, k, v, scale)
+    q_desc = TensorDescriptor(q, [B, H, S, D], [*_q_strides], [1, 1, 1, 1])
+    k_desc = TensorDescriptor(k, [B, HK, S, D], [*_k_strides], [1, 1, 1, 1])
+    v_desc = TensorDescriptor(v, [B, HK, S, D], [*_v_strides], [1, 1, 1, 1])
+    o_desc = TensorDescriptor(o, [B, H, S, D], [*_o_strides], [1, 1, 1, 1])
+    lse_desc = TensorDescriptor(lse, [B, H, S], [*_lse_strides], [1, 1, 1])
+    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
+    folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0
+    return _rt.Planned(
+        _attention_gqa_launch, device, (o, lse), B == 0 or H == 0 or S == 0 or D == 0, lambda meta: _rt.fold_grid(((S + meta["BM"] - 1) // meta["BM"], B, H), folded),
+        (q_desc, k_desc, v_desc, o_desc, lse_desc, B, H, S, D, HK, scale),
+        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, FOLDED_GRID=folded), ((B, H, S, D), (B, H, S)), (device, S, D, DT),
+        arrays=(q, k, v, o, lse),
+    )
+
+
+_attention_gqa_launch = _rt.Launch(globals(), "attention_gqa_kernel", "attention_gqa", pointers=5, tuned=True, blocks=True, retune=True, plan=_attention_gqa_plan)
 
 
 def attention_gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -189,65 +219,10 @@ def attention_gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: floa
         lse = torch.empty(*_lse_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, *_rebased(descriptors, (q, k, v, o, lse)), *args)
         return o, lse
-    device, DT, scale, B, H, S, D, HK = _attention_gqa_checked(q, k, v, scale)
-    if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return attention_gqa(q, k, v, scale)
-    o = torch.empty(B, H, S, D, device=device, dtype=DT)
-    lse = torch.empty(B, H, S, device=device, dtype=torch.float32)
-    if B == 0 or H == 0 or S == 0 or D == 0:  # nothing to compute: no launch
-        return o, lse
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _v_strides = v.stride()
-    _o_strides = o.stride()
-    _lse_strides = lse.stride()
-    if not _has_tma(device):  # a GPU or a Triton without TMA descriptors
-        return _attention_gqa_pointers(q, k, v, scale)
-    if B == 0 or H == 0 or S == 0 or D == 0 or HK == 0 or _q_strides[3] != 1 or _q_strides[0] * DT.itemsize % 16 or _q_strides[1] * DT.itemsize % 16 or _q_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or q.data_ptr() % 16 or _k_strides[3] != 1 or _k_strides[0] * DT.itemsize % 16 or _k_strides[1] * DT.itemsize % 16 or _k_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or k.data_ptr() % 16 or _v_strides[3] != 1 or _v_strides[0] * DT.itemsize % 16 or _v_strides[1] * DT.itemsize % 16 or _v_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or v.data_ptr() % 16 or _o_strides[3] != 1 or _o_strides[0] * DT.itemsize % 16 or _o_strides[1] * DT.itemsize % 16 or _o_strides[2] * DT.itemsize % 16 or BLOCK_D * DT.itemsize < 16 or o.data_ptr() % 16 or _lse_strides[2] != 1 or _lse_strides[0] * 4 % 16 or _lse_strides[1] * 4 % 16 or lse.data_ptr() % 16:  # a layout TMA cannot address
-        return _attention_gqa_pointers(q, k, v, scale)
-    q_desc = TensorDescriptor(q, [B, H, S, D], [*_q_strides], [1, 1, 1, 1])
-    k_desc = TensorDescriptor(k, [B, HK, S, D], [*_k_strides], [1, 1, 1, 1])
-    v_desc = TensorDescriptor(v, [B, HK, S, D], [*_v_strides], [1, 1, 1, 1])
-    o_desc = TensorDescriptor(o, [B, H, S, D], [*_o_strides], [1, 1, 1, 1])
-    lse_desc = TensorDescriptor(lse, [B, H, S], [*_lse_strides], [1, 1, 1])
-    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
-    folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0
-    _attention_gqa_launch(
-        fast_key, device, lambda meta: _rt.fold_grid(((S + meta["BM"] - 1) // meta["BM"], B, H), folded),
-        (q_desc, k_desc, v_desc, o_desc, lse_desc, B, H, S, D, HK, scale),
-        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, FOLDED_GRID=folded), ((B, H, S, D), (B, H, S)),
-        tune_key=(device, S, D, DT), again=lambda: attention_gqa(q, k, v, scale), arrays=(q, k, v, o, lse),
-    )
-    return o, lse
+    return _attention_gqa_launch.run(attention_gqa, fast_key, q, k, v, scale)
 
 
-_POINTER_CONFIGS = [
-    triton.Config({"BM": 16, "BN": 16}, num_warps=4, num_stages=1),
-    triton.Config({"BM": 64, "BN": 64}, num_warps=4, num_stages=3),
-    triton.Config({"BM": 64, "BN": 32}, num_warps=4, num_stages=2),
-    triton.Config({"BM": 64, "BN": 32}, num_warps=4, num_stages=3),
-    triton.Config({"BM": 64, "BN": 32}, num_warps=4, num_stages=4),
-    triton.Config({"BM": 64, "BN": 64}, num_warps=4, num_stages=2),
-    triton.Config({"BM": 64, "BN": 64}, num_warps=4, num_stages=4),
-    triton.Config({"BM": 64, "BN": 128}, num_warps=4, num_stages=2),
-    triton.Config({"BM": 64, "BN": 128}, num_warps=4, num_stages=3),
-    triton.Config({"BM": 64, "BN": 128}, num_warps=4, num_stages=4),
-    triton.Config({"BM": 128, "BN": 32}, num_warps=4, num_stages=2),
-    triton.Config({"BM": 128, "BN": 32}, num_warps=4, num_stages=3),
-    triton.Config({"BM": 128, "BN": 32}, num_warps=4, num_stages=4),
-    triton.Config({"BM": 128, "BN": 64}, num_warps=4, num_stages=2),
-    triton.Config({"BM": 128, "BN": 64}, num_warps=4, num_stages=3),
-    triton.Config({"BM": 128, "BN": 64}, num_warps=4, num_stages=4),
-    triton.Config({"BM": 128, "BN": 128}, num_warps=4, num_stages=2),
-    triton.Config({"BM": 128, "BN": 128}, num_warps=4, num_stages=3),
-    triton.Config({"BM": 128, "BN": 128}, num_warps=4, num_stages=4),
-    triton.Config({"BM": 128, "BN": 128}, num_warps=8, num_stages=2),
-    triton.Config({"BM": 128, "BN": 128}, num_warps=8, num_stages=3),
-    triton.Config({"BM": 128, "BN": 128}, num_warps=8, num_stages=4),
-    triton.Config({"BM": 128, "BN": 64}, num_warps=8, num_stages=3),
-]
+_POINTER_CONFIGS = _rt.configs_like(_CONFIGS, None)  # the same configs, another pre_hook
 
 
 @triton.autotune(configs=_POINTER_CONFIGS, key=["S", "D"], do_bench=_rt.time_config)
@@ -380,6 +355,7 @@ def _attention_gqa_pointers_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         _attention_gqa_pointers_launch, device, (o, lse), B == 0 or H == 0 or S == 0 or D == 0, lambda meta: _rt.fold_grid(((S + meta["BM"] - 1) // meta["BM"], B, H), folded),
         (q, k, v, o, lse, B, H, S, D, HK, scale, *q.stride(), *k.stride(), *v.stride(), H * S * D, S * D, D, 1, H * S, S, 1),
         dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, H, S, D), (B, H, S)), (device, "pointers", S, D, DT),
+        arrays=(q, k, v, o, lse),
     )
 
 
@@ -388,27 +364,9 @@ _attention_gqa_pointers_launch = _rt.Launch(globals(), "_attention_gqa_pointers_
 
 def _attention_gqa_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     """attention_gqa() where its TMA descriptors cannot serve: the kernel of specs/attention_gqa.tile through pointers, with the same tune configs.
-    Called by attention_gqa(), after its checks.
+    attention_gqa()'s plan returns this one's, after its checks.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_attention_gqa_pointers",
-            q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
-            k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
-            v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
-            scale, type(scale),
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _o_shape, _lse_shape = fast
-        DT = q.dtype
-        o = torch.empty(*_o_shape, device=device, dtype=DT)
-        lse = torch.empty(*_lse_shape, device=device, dtype=torch.float32)
-        launch(grid, device_index, q, k, v, o, lse, *args)
-        return o, lse
-    return _attention_gqa_pointers_launch.run(_attention_gqa_pointers, fast_key, q, k, v, scale)
+    return _attention_gqa_pointers_launch.run(_attention_gqa_pointers, None, q, k, v, scale)
 
 
 def reference(q, k, v, scale):
@@ -446,6 +404,7 @@ def _attention_gqa_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
     o = torch.empty(B, H, S, D, device=device, dtype=DT)
     lse = torch.empty(B, H, S, device=device, dtype=torch.float32)
     return o, lse
+
 
 
 op = _rt.register_op("attention_gqa", "a885123017a428a3", attention_gqa, _attention_gqa_fake, None)

@@ -50,7 +50,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_6d86013fa9177f7b"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_c0d9fd9ce3b035b0"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -880,6 +880,7 @@ def _batch_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor, weight: torch.T
     dweight = torch.empty(C, device=device, dtype=T)
     dbias = torch.empty(C, device=device, dtype=T)
     return dx, dweight, dbias
+
 
 
 op = _rt.register_op("batch_norm_backward", "057fb5b2c70263e1", batch_norm_backward, _batch_norm_backward_fake, None)

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_6d86013fa9177f7b"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_c0d9fd9ce3b035b0"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -288,6 +288,7 @@ def _cross_entropy_traced(logits: torch.Tensor, target: torch.Tensor, ignore_ind
     int64 = (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or (M - 1) * abs(_target_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
     _cross_entropy_launch.traced(lambda meta: (M, 1, 1), (logits, target, weight, loss, lse, M, V, ignore_index, label_smoothing, softcap, lse_square_scale, *_logits_strides, *_target_strides, *_weight_strides, 1, 1), dict(HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64))
     return loss, lse
+
 
 
 op = _rt.register_op("cross_entropy", "ba626ed5f869f76a", cross_entropy, _cross_entropy_fake, _cross_entropy_traced)

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_6d86013fa9177f7b"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_c0d9fd9ce3b035b0"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -153,7 +153,23 @@ _tuner = _rt.Tuner("cross_entropy_backward", "d26c89e15dc3af18", _CONFIGS, defau
 _cross_entropy_backward_inputs = _rt.Inputs(("dloss", torch.float32, "M"), ("dlse", torch.float32, "M"), ("logits", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("target", torch.int64, "M"), ("lse", torch.float32, "M"), ("ignore_index", int), ("label_smoothing", float), ("softcap", float), ("lse_square_scale", float), ("weight", (torch.float32, torch.bfloat16, torch.float16), "V"))
 
 
-_cross_entropy_backward_launch = _rt.Launch(globals(), "cross_entropy_backward_kernel", "cross_entropy_backward", pointers=7, tuned=True)
+def _cross_entropy_backward_plan(dloss: torch.Tensor, dlse: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, lse: torch.Tensor, ignore_index: int = -100, label_smoothing: float = 0.0, softcap: float = 0.0, lse_square_scale: float = 0.0, weight: torch.Tensor | None = None, *, inplace: bool = False):
+    """cross_entropy_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    _weight_given = weight is not None
+    if not _weight_given:  # left out: every element 1
+        weight = _rt.absent(1.0, lambda: ((logits.shape[1],), torch.float32, dloss.device))
+    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_backward_inputs("cross_entropy_backward", dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
+    dlogits = logits if inplace else torch.empty(M, V, device=device, dtype=T)
+    int64 = _rt.wide_offsets((dloss, dlse, logits, target, lse, weight), (dlogits,))
+    return _rt.Planned(
+        _cross_entropy_backward_launch, device, (dlogits,), M == 0 or V == 0, lambda meta: (M, 1, 1),
+        (dloss, dlse, logits, target, lse, weight, dlogits, M, V, ignore_index, label_smoothing, softcap, lse_square_scale, *dloss.stride(), *dlse.stride(), *logits.stride(), *target.stride(), *lse.stride(), *weight.stride(), *dlogits.stride()),
+        dict(HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64), ((M, V),), (device, V, T, W),
+        overwritten=(logits,) if inplace else (),
+    )
+
+
+_cross_entropy_backward_launch = _rt.Launch(globals(), "cross_entropy_backward_kernel", "cross_entropy_backward", pointers=7, tuned=True, plan=_cross_entropy_backward_plan, refuse=(0, 1, 2, 4, 9))
 
 
 def cross_entropy_backward(dloss: torch.Tensor, dlse: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, lse: torch.Tensor, ignore_index: int = -100, label_smoothing: float = 0.0, softcap: float = 0.0, lse_square_scale: float = 0.0, weight: torch.Tensor | None = None, *, inplace: bool = False, config: int | dict | None = None) -> torch.Tensor:
@@ -198,32 +214,7 @@ def cross_entropy_backward(dloss: torch.Tensor, dlse: torch.Tensor, logits: torc
             _rt.overwritten(logits)
         launch(grid, device_index, dloss, dlse, logits, target, lse, weight, dlogits, *args[0:3], float(label_smoothing), float(softcap), float(lse_square_scale), *args[6:])
         return dlogits
-    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_backward_inputs("cross_entropy_backward", dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
-    if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(dlse, "requires_grad", False) or getattr(logits, "requires_grad", False) or getattr(lse, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("cross_entropy_backward")
-    if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return cross_entropy_backward(dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
-    dlogits = logits if inplace else torch.empty(M, V, device=device, dtype=T)
-    if inplace:  # the inputs written over: autograd's saved copies of them are stale
-        _rt.overwritten(logits)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return dlogits
-    _dloss_strides = dloss.stride()
-    _dlse_strides = dlse.stride()
-    _logits_strides = logits.stride()
-    _target_strides = target.stride()
-    _lse_strides = lse.stride()
-    _weight_strides = weight.stride()
-    _dlogits_strides = dlogits.stride()
-    int64 = (M - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_dlse_strides[0]) >= 2**31 or (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or (M - 1) * abs(_target_strides[0]) >= 2**31 or (M - 1) * abs(_lse_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _cross_entropy_backward_launch(
-        fast_key, device, lambda meta: (M, 1, 1),
-        (dloss, dlse, logits, target, lse, weight, dlogits, M, V, ignore_index, label_smoothing, softcap, lse_square_scale, *_dloss_strides, *_dlse_strides, *_logits_strides, *_target_strides, *_lse_strides, *_weight_strides, *_dlogits_strides),
-        dict(HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64), ((M, V),),
-        tune_key=(device, V, T, W), again=lambda: cross_entropy_backward(dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight), first=(lambda: cross_entropy_backward(dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight)) if inplace else None,
-    )
-    return dlogits
+    return _cross_entropy_backward_launch.run(cross_entropy_backward, fast_key, dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight if _weight_given else None, inplace=inplace)
 
 
 def reference(dloss, dlse, logits, target, lse, ignore_index=-100, label_smoothing=0.0, softcap=0.0, lse_square_scale=0.0, weight=None):
@@ -255,42 +246,9 @@ def reference(dloss, dlse, logits, target, lse, ignore_index=-100, label_smoothi
     return dlogits
 
 
-def _cross_entropy_backward_fake(dloss: torch.Tensor, dlse: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, lse: torch.Tensor, ignore_index: int = -100, label_smoothing: float = 0.0, softcap: float = 0.0, lse_square_scale: float = 0.0, weight: torch.Tensor | None = None) -> torch.Tensor:
-    """The outputs of cross_entropy_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    _weight_given = weight is not None
-    if not _weight_given:  # left out: every element 1
-        weight = _rt.absent(1.0, lambda: ((logits.shape[1],), torch.float32, dloss.device))
-    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_backward_inputs("cross_entropy_backward", dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
-    dlogits = torch.empty(M, V, device=device, dtype=T)
-    return dlogits
-
-
-def _cross_entropy_backward_traced(dloss: torch.Tensor, dlse: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, lse: torch.Tensor, ignore_index: int = -100, label_smoothing: float = 0.0, softcap: float = 0.0, lse_square_scale: float = 0.0, weight: torch.Tensor | None = None) -> torch.Tensor:
-    """cross_entropy_backward() as torch.compile traces it on the GPU: the checks of _cross_entropy_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    _weight_given = weight is not None
-    if not _weight_given:  # left out: every element 1
-        weight = _rt.absent(1.0, lambda: ((logits.shape[1],), torch.float32, dloss.device))
-    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_backward_inputs("cross_entropy_backward", dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
-    dlogits = torch.empty(M, V, device=device, dtype=T)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return dlogits
-    _dloss_strides = dloss.stride()
-    _dlse_strides = dlse.stride()
-    _logits_strides = logits.stride()
-    _target_strides = target.stride()
-    _lse_strides = lse.stride()
-    _weight_strides = weight.stride()
-    _dlogits_strides = dlogits.stride()
-    int64 = (M - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_dlse_strides[0]) >= 2**31 or (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or (M - 1) * abs(_target_strides[0]) >= 2**31 or (M - 1) * abs(_lse_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _cross_entropy_backward_launch.traced(lambda meta: (M, 1, 1), (dloss, dlse, logits, target, lse, weight, dlogits, M, V, ignore_index, label_smoothing, softcap, lse_square_scale, *_dloss_strides, *_dlse_strides, *_logits_strides, *_target_strides, *_lse_strides, *_weight_strides, *_dlogits_strides), dict(HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64))
-    return dlogits
-
-
 def _cross_entropy_backward_new(dloss: torch.Tensor, dlse: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, lse: torch.Tensor, ignore_index: int = -100, label_smoothing: float = 0.0, softcap: float = 0.0, lse_square_scale: float = 0.0, weight: torch.Tensor | None = None) -> torch.Tensor:
     """cross_entropy_backward() into new outputs (inplace=False): the custom op's, which may not write over its inputs."""
     return cross_entropy_backward(dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
 
 
-op = _rt.register_op("cross_entropy_backward", "d26c89e15dc3af18", _cross_entropy_backward_new, _cross_entropy_backward_fake, _cross_entropy_backward_traced)
+op = _rt.register_op("cross_entropy_backward", "d26c89e15dc3af18", _cross_entropy_backward_new, _cross_entropy_backward_launch)

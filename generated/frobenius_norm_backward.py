@@ -31,7 +31,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_6d86013fa9177f7b"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_c0d9fd9ce3b035b0"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -467,6 +467,7 @@ def _frobenius_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor) -> torch.Te
     device, T, B, C, H, W = _frobenius_norm_backward_inputs("frobenius_norm_backward", dy, x)
     dx = torch.empty(B, C, H, W, device=device, dtype=T)
     return dx
+
 
 
 op = _rt.register_op("frobenius_norm_backward", "c2fe31db9f730d5d", frobenius_norm_backward, _frobenius_norm_backward_fake, None)

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_6d86013fa9177f7b"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_c0d9fd9ce3b035b0"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -343,6 +343,7 @@ def _layer_norm_chw_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
     device, eps, B, C, H, W = _layer_norm_chw_checked(x, weight, bias, eps)
     y = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
     return y
+
 
 
 op = _rt.register_op("layer_norm_chw", "01a88be4f724e149", layer_norm_chw, _layer_norm_chw_fake, None)

@@ -37,7 +37,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_6d86013fa9177f7b"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_c0d9fd9ce3b035b0"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -593,6 +593,7 @@ def _layer_norm_chw_backward_fake(dy: torch.Tensor, x: torch.Tensor, weight: tor
     dweight = torch.empty(C, H, W, device=device, dtype=torch.float32)
     dbias = torch.empty(C, H, W, device=device, dtype=torch.float32)
     return dx, dweight, dbias
+
 
 
 op = _rt.register_op("layer_norm_chw_backward", "3f56023ce704a9a7", layer_norm_chw_backward, _layer_norm_chw_backward_fake, None)

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_6d86013fa9177f7b"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_c0d9fd9ce3b035b0"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -85,7 +85,42 @@ _tuner = _rt.Tuner("matmul_fp8", "4bc48ccfdd2c4af6", _CONFIGS, default=7, interp
 _matmul_fp8_inputs = _rt.Inputs(("a", (torch.float8_e4m3fn, torch.float8_e5m2), "M K"), ("b", "a", "N K"), ("scale_a", torch.float32, "M"), ("scale_b", torch.float32, "N"))
 
 
-_matmul_fp8_launch = _rt.Launch(globals(), "matmul_fp8_kernel", "matmul_fp8", pointers=5, tuned=True, blocks=True, retune=True)
+def _matmul_fp8_plan(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *, GROUP_SIZE_M: int = 8):
+    """matmul_fp8()'s call after its fast path: checks, outputs, kernel arguments."""
+    GROUP_SIZE_M = _rt.concrete(GROUP_SIZE_M)
+    device, F, M, K, N = _matmul_fp8_inputs("matmul_fp8", a, b, scale_a, scale_b)
+    c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    _scale_a_strides = scale_a.stride()
+    _scale_b_strides = scale_b.stride()
+    _c_strides = c.stride()
+    if not _has_tma(device):  # a GPU or a Triton without TMA descriptors
+        return _matmul_fp8_pointers_plan(a, b, scale_a, scale_b, GROUP_SIZE_M=GROUP_SIZE_M)
+    A_T = _a_strides[1] != 1 and _a_strides[0] == 1  # a is column-major
+    B_T = _b_strides[1] != 1 and _b_strides[0] == 1  # b is column-major
+    if M == 0 or K == 0 or N == 0 or (not A_T and _a_strides[1] != 1) or (_a_strides[1] if A_T else _a_strides[0]) * 1 % 16 or (16 if A_T else 32) * 1 < 16 or a.data_ptr() % 16 or (not B_T and _b_strides[1] != 1) or (_b_strides[1] if B_T else _b_strides[0]) * 1 % 16 or b.data_ptr() % 16 or _scale_a_strides[0] != 1 or scale_a.data_ptr() % 16 or _scale_b_strides[0] != 1 or scale_b.data_ptr() % 16 or _c_strides[1] != 1 or _c_strides[0] * 2 % 16 or c.data_ptr() % 16:  # a layout TMA cannot address
+        return _matmul_fp8_pointers_plan(a, b, scale_a, scale_b, GROUP_SIZE_M=GROUP_SIZE_M)
+    if A_T:  # the tiles of a.T, read transposed by the kernel
+        a_desc = TensorDescriptor(a, [K, M], [_a_strides[1], 1], [1, 1])
+    else:
+        a_desc = TensorDescriptor(a, [M, K], [*_a_strides], [1, 1])
+    if B_T:  # the tiles of b.T, read transposed by the kernel
+        b_desc = TensorDescriptor(b, [K, N], [_b_strides[1], 1], [1, 1])
+    else:
+        b_desc = TensorDescriptor(b, [N, K], [*_b_strides], [1, 1])
+    scale_a_desc = TensorDescriptor(scale_a, [M], [*_scale_a_strides], [1])
+    scale_b_desc = TensorDescriptor(scale_b, [N], [*_scale_b_strides], [1])
+    c_desc = TensorDescriptor(c, [M, N], [*_c_strides], [1, 1])
+    return _rt.Planned(
+        _matmul_fp8_launch, device, (c,), M == 0 or N == 0, lambda meta: (((M + meta["BM"] - 1) // meta["BM"]) * ((N + meta["BN"] - 1) // meta["BN"]), 1, 1),
+        (a_desc, b_desc, scale_a_desc, scale_b_desc, c_desc, M, K, N),
+        dict(GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T), ((M, N),), (device, triton.next_power_of_2(M), N, K, A_T, B_T, F),
+        arrays=(a, b, scale_a, scale_b, c),
+    )
+
+
+_matmul_fp8_launch = _rt.Launch(globals(), "matmul_fp8_kernel", "matmul_fp8", pointers=5, tuned=True, blocks=True, retune=True, plan=_matmul_fp8_plan, refuse=(0, 1, 2, 3))
 
 
 def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *, GROUP_SIZE_M: int = 8, config: int | dict | None = None) -> torch.Tensor:
@@ -117,57 +152,10 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
         c = torch.empty(*_c_shape, device=device, dtype=torch.bfloat16)
         launch(grid, device_index, *_rebased(descriptors, (a, b, scale_a, scale_b, c)), *args)
         return c
-    device, F, M, K, N = _matmul_fp8_inputs("matmul_fp8", a, b, scale_a, scale_b)
-    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False) or getattr(scale_a, "requires_grad", False) or getattr(scale_b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_fp8")
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_fp8(a, b, scale_a, scale_b, GROUP_SIZE_M=GROUP_SIZE_M)
-    c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    _scale_a_strides = scale_a.stride()
-    _scale_b_strides = scale_b.stride()
-    _c_strides = c.stride()
-    if not _has_tma(device):  # a GPU or a Triton without TMA descriptors
-        return _matmul_fp8_pointers(a, b, scale_a, scale_b, GROUP_SIZE_M=GROUP_SIZE_M)
-    A_T = _a_strides[1] != 1 and _a_strides[0] == 1  # a is column-major
-    B_T = _b_strides[1] != 1 and _b_strides[0] == 1  # b is column-major
-    if M == 0 or K == 0 or N == 0 or (not A_T and _a_strides[1] != 1) or (_a_strides[1] if A_T else _a_strides[0]) * 1 % 16 or (16 if A_T else 32) * 1 < 16 or a.data_ptr() % 16 or (not B_T and _b_strides[1] != 1) or (_b_strides[1] if B_T else _b_strides[0]) * 1 % 16 or b.data_ptr() % 16 or _scale_a_strides[0] != 1 or scale_a.data_ptr() % 16 or _scale_b_strides[0] != 1 or scale_b.data_ptr() % 16 or _c_strides[1] != 1 or _c_strides[0] * 2 % 16 or c.data_ptr() % 16:  # a layout TMA cannot address
-        return _matmul_fp8_pointers(a, b, scale_a, scale_b, GROUP_SIZE_M=GROUP_SIZE_M)
-    if A_T:  # the tiles of a.T, read transposed by the kernel
-        a_desc = TensorDescriptor(a, [K, M], [_a_strides[1], 1], [1, 1])
-    else:
-        a_desc = TensorDescriptor(a, [M, K], [*_a_strides], [1, 1])
-    if B_T:  # the tiles of b.T, read transposed by the kernel
-        b_desc = TensorDescriptor(b, [K, N], [_b_strides[1], 1], [1, 1])
-    else:
-        b_desc = TensorDescriptor(b, [N, K], [*_b_strides], [1, 1])
-    scale_a_desc = TensorDescriptor(scale_a, [M], [*_scale_a_strides], [1])
-    scale_b_desc = TensorDescriptor(scale_b, [N], [*_scale_b_strides], [1])
-    c_desc = TensorDescriptor(c, [M, N], [*_c_strides], [1, 1])
-    _matmul_fp8_launch(
-        fast_key, device, lambda meta: (((M + meta["BM"] - 1) // meta["BM"]) * ((N + meta["BN"] - 1) // meta["BN"]), 1, 1),
-        (a_desc, b_desc, scale_a_desc, scale_b_desc, c_desc, M, K, N),
-        dict(GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T), ((M, N),),
-        tune_key=(device, triton.next_power_of_2(M), N, K, A_T, B_T, F), again=lambda: matmul_fp8(a, b, scale_a, scale_b, GROUP_SIZE_M=GROUP_SIZE_M), arrays=(a, b, scale_a, scale_b, c),
-    )
-    return c
+    return _matmul_fp8_launch.run(matmul_fp8, fast_key, a, b, scale_a, scale_b, GROUP_SIZE_M=GROUP_SIZE_M)
 
 
-_POINTER_CONFIGS = [
-    triton.Config({"BM": 128, "BN": 256, "BK": 128}, num_warps=8, num_stages=3),
-    triton.Config({"BM": 256, "BN": 128, "BK": 128}, num_warps=8, num_stages=3),
-    triton.Config({"BM": 128, "BN": 128, "BK": 128}, num_warps=4, num_stages=5),
-    triton.Config({"BM": 64, "BN": 128, "BK": 128}, num_warps=4, num_stages=4),
-    triton.Config({"BM": 128, "BN": 64, "BK": 128}, num_warps=4, num_stages=4),
-    triton.Config({"BM": 64, "BN": 64, "BK": 256}, num_warps=4, num_stages=4),
-    triton.Config({"BM": 16, "BN": 128, "BK": 256}, num_warps=4, num_stages=4),
-    triton.Config({"BM": 128, "BN": 128, "BK": 128}, num_warps=8, num_stages=4),
-    triton.Config({"BM": 32, "BN": 32, "BK": 32}, num_warps=4, num_stages=3),
-]
+_POINTER_CONFIGS = _rt.configs_like(_CONFIGS, None)  # the same configs, another pre_hook
 
 
 @triton.autotune(configs=_POINTER_CONFIGS, key=["M", "N", "K"], do_bench=_rt.time_config)
@@ -236,6 +224,7 @@ def _matmul_fp8_pointers_plan(a: torch.Tensor, b: torch.Tensor, scale_a: torch.T
         _matmul_fp8_pointers_launch, device, (c,), M == 0 or N == 0, lambda meta: (((M + meta["BM"] - 1) // meta["BM"]) * ((N + meta["BN"] - 1) // meta["BN"]), 1, 1),
         (a, b, scale_a, scale_b, c, M, K, N, *a.stride(), *b.stride(), *scale_a.stride(), *scale_b.stride(), N, 1),
         dict(GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((M, N),), (device, "pointers", triton.next_power_of_2(M), N, K, F),
+        arrays=(a, b, scale_a, scale_b, c),
     )
 
 
@@ -244,26 +233,9 @@ _matmul_fp8_pointers_launch = _rt.Launch(globals(), "_matmul_fp8_pointers_kernel
 
 def _matmul_fp8_pointers(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> torch.Tensor:
     """matmul_fp8() where its TMA descriptors cannot serve: the kernel of specs/matmul_fp8.tile through pointers, with the same tune configs.
-    Called by matmul_fp8(), after its checks.
+    matmul_fp8()'s plan returns this one's, after its checks.
     """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast = _FAST.get(fast_key := (
-            "_matmul_fp8_pointers",
-            a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
-            b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
-            scale_a.shape, scale_a.stride(), scale_a.dtype, scale_a.device, scale_a.data_ptr() & 15,
-            scale_b.shape, scale_b.stride(), scale_b.dtype, scale_b.device, scale_b.data_ptr() & 15,
-            GROUP_SIZE_M,
-            _current_device(),
-        ))
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None:
-        launch, grid, device_index, device, args, _c_shape = fast
-        c = torch.empty(*_c_shape, device=device, dtype=torch.bfloat16)
-        launch(grid, device_index, a, b, scale_a, scale_b, c, *args)
-        return c
-    return _matmul_fp8_pointers_launch.run(_matmul_fp8_pointers, fast_key, a, b, scale_a, scale_b, GROUP_SIZE_M=GROUP_SIZE_M)
+    return _matmul_fp8_pointers_launch.run(_matmul_fp8_pointers, None, a, b, scale_a, scale_b, GROUP_SIZE_M=GROUP_SIZE_M)
 
 
 def reference(a, b, scale_a, scale_b):
@@ -284,6 +256,7 @@ def _matmul_fp8_fake(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, sc
     device, F, M, K, N = _matmul_fp8_inputs("matmul_fp8", a, b, scale_a, scale_b)
     c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
     return c
+
 
 
 op = _rt.register_op("matmul_fp8", "4bc48ccfdd2c4af6", matmul_fp8, _matmul_fp8_fake, None)

@@ -264,6 +264,40 @@ def test_a_matmul_with_descriptors_takes_the_fast_path(generated, change):
         torch.testing.assert_close(module.matmul_fast(x, b), expected, atol=2e-2, rtol=1e-2)
 
 
+@pytest.mark.parametrize("layout", ["descriptors", "head dimension 6 (pointers)", "k transposed (pointers)"])
+def test_attention_keeps_its_launch_through_descriptors_or_its_pointer_kernel(generated, layout):
+    """attention's plan makes TMA descriptors, or returns its pointer kernel's plan where they
+    cannot serve (rows of 12 bytes; a last stride not 1): either way the launch is kept under
+    attention's own key, and the fast path launches it again, on each call's tensors, without the
+    plan."""
+    module = generated("attention")
+    g = torch.Generator().manual_seed(5)
+    d = 6 if layout.startswith("head") else 16
+    q, k, v = (torch.randn(1, 2, 20, d, generator=g) for _ in range(3))  # 20 rows: lse's rows 16-byte aligned
+    if layout.startswith("k transposed"):
+        k = torch.randn(1, 2, d, 20, generator=g).transpose(2, 3)
+    module._FAST.clear()
+    module.attention(q, k, v, 0.3)
+    (key,) = module._FAST
+    assert key[0] == "attention"
+    pointers = layout.endswith("(pointers)")  # the kept tensors' indices, or their descriptors' fields
+    assert all(type(t) is int for t in module._FAST[key][-1]) == pointers
+    plans = []
+    plan = module._attention_launch.plan
+    module._attention_launch.plan = lambda *args: plans.append(1) or plan(*args)
+    try:
+        seen = _counted(module)
+        for _ in range(2):  # the kept launch, each call's own values
+            q, k, v = (x.clone().normal_(generator=g) for x in (q, k, v))
+            o, lse = module.attention(q, k, v, 0.3)
+            want_o, want_lse = module.reference(q, k, v, 0.3)
+            torch.testing.assert_close(o, want_o, atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(lse, want_lse, atol=1e-4, rtol=1e-4)
+    finally:
+        module._attention_launch.plan = plan
+    assert seen == [1, 1] and plans == []
+
+
 @pytest.mark.parametrize("layout", ["descriptors", "odd K (pointers)"])
 def test_a_split_loop_in_parts_takes_the_fast_path_and_sums_its_parts(generated, layout):
     """A matmul whose K loop runs in parts (two output tiles, K much longer than M and N: a
@@ -449,6 +483,6 @@ def test_a_scalar_whose_sign_picks_the_kernels_reduction_stays_in_the_key(genera
     """attention's scale sets a constexpr from its sign (the kernel reduces scale-scaled tiles
     unscaled, taking the max or the min), so the key keeps its value; a float scalar that is only
     an argument (matrix_scalar's s) is keyed by its type."""
-    assert "scale, type(scale)" in inspect.getsource(generated("attention_causal")._attention_causal_pointers)
+    assert "scale, type(scale)" in inspect.getsource(generated("attention_causal").attention_causal)
     source = inspect.getsource(generated("matrix_scalar").matrix_scalar)
     assert "s, type(s)" not in source and "type(s), s if type(s) is not float else None" in source

@@ -386,8 +386,8 @@ def test_every_tune_settles_its_near_ties_through_the_launcher(generated, name):
             for p in inspect.signature(launcher).parameters.values() if p.name != "config"  # config= forces: no tune
         )
         source = inspect.getsource(launcher)  # its own lambda, or the runtime's (Launch.run: again=)
-        assert f"lambda: {launcher.__name__}({params})" in source or (
-            f".run({launcher.__name__}, fast_key, {params})" in source)
+        assert f"lambda: {launcher.__name__}({params})" in source or any(
+            f".run({launcher.__name__}, {key}, {params})" in source for key in ("fast_key", "None"))
 
 
 def _submit_cleans_up():

@@ -19,6 +19,7 @@ registration of a launcher as a PyTorch custom op (:func:`register_op`). What on
 """
 
 import concurrent.futures
+import copy
 import dataclasses
 import functools
 import hashlib
@@ -94,8 +95,9 @@ LaunchGrid = Callable[[dict[str, Any]], Grid]
 FastTable = dict[Hashable, tuple[object, ...]]
 
 #: What a fast path keeps of one TMA descriptor (:func:`descriptor_templates`): the index of its
-#: base among the launch's tensors, and its other fields.
-DescriptorTemplate = tuple[int, dict[str, Any]]
+#: base among the launch's tensors, and its other fields; or of a tensor passed as a pointer (a
+#: descriptor launcher's call that ran its pointer kernel), its index alone.
+DescriptorTemplate = tuple[int, dict[str, Any]] | int
 
 #: A config as a user names it (``config=``, TILEGEN_CONFIG, :attr:`Tuner.forced`): an index in
 #: the spec's configs, or keywords that a config must have.
@@ -351,11 +353,15 @@ def descriptor_templates(descriptors: Iterable[Any | None],
                          tensors: Sequence[torch.Tensor]) -> tuple[DescriptorTemplate | None, ...]:
     """What a fast path keeps of a launch's TMA ``descriptors`` (TensorDescriptors or None) to make
     them again on another call's ``tensors`` (:func:`rebased`): for each, None, or the index in
-    ``tensors`` of its base and its other fields (shape, strides, block shape, ...)."""
+    ``tensors`` of its base and its other fields (shape, strides, block shape, ...); for one of
+    ``tensors`` itself (a descriptor launcher's call that ran its pointer kernel), its index."""
     templates: list[DescriptorTemplate | None] = []
     for descriptor in descriptors:
         if descriptor is None:
             templates.append(None)
+            continue
+        if isinstance(descriptor, torch.Tensor):  # a pointer: the tensor again
+            templates.append(next(i for i, tensor in enumerate(tensors) if tensor is descriptor))
             continue
         index = next(i for i, tensor in enumerate(tensors) if tensor is descriptor.base)
         fields = {f.name: getattr(descriptor, f.name) for f in dataclasses.fields(descriptor) if f.name != "base"}
@@ -366,12 +372,15 @@ def descriptor_templates(descriptors: Iterable[Any | None],
 def rebased(templates: Iterable[DescriptorTemplate | None], tensors: Sequence[torch.Tensor]) -> list[Any | None]:
     """The descriptors of ``templates`` (:func:`descriptor_templates`) on ``tensors``: copies of
     the kept fields with this call's base, made without TensorDescriptor's per-call checks
-    (about 2.5 us each on the H100's host), which the kept call passed with the same sizes,
-    strides, dtypes and alignment."""
+    (about 2.5 us each on the host), which the kept call passed with the same sizes,
+    strides, dtypes and alignment; a tensor's index, the tensor."""
     made: list[Any | None] = []
     for template in templates:
         if template is None:
             made.append(None)
+            continue
+        if isinstance(template, int):  # a tensor passed as a pointer
+            made.append(tensors[template])
             continue
         index, fields = template
         if _DESCRIPTOR_SLOTS:  # a Triton whose descriptors have no __dict__: made (and checked) again
@@ -436,7 +445,12 @@ class Planned(NamedTuple):
     the constexprs), the kernel's positional arguments and its constexprs (a tuned kernel's config
     adds its own), the outputs' shapes (what the fast path makes again), the tune key (None:
     an untuned kernel) and the stores that reduce across programs, each merged by a finish kernel
-    (:class:`Finish`; the arguments leave out their workspaces, which the launch makes)."""
+    (:class:`Finish`; the arguments leave out their workspaces, which the launch makes). A TMA
+    descriptor launcher's plan gives its tensors (``arrays``, inputs then outputs), on which the
+    launch keeps its descriptors as templates (:func:`descriptor_templates`); so does the plan of
+    its pointer kernel, which it returns where descriptors cannot serve, so that one fast path
+    launches either. An in-place call's plan (``inplace=True``: outputs written over inputs) names
+    the inputs it writes over (``overwritten``), marked so as it launches (:func:`overwritten`)."""
 
     launch: "Launch"
     device: torch.device
@@ -448,7 +462,22 @@ class Planned(NamedTuple):
     kept: tuple[object, ...]
     tune_key: "TuneKey | None"
     finishes: tuple[Finish, ...] = ()
+    arrays: tuple[torch.Tensor, ...] = ()
+    overwritten: tuple[torch.Tensor, ...] = ()
 
+
+
+def configs_like(configs: Sequence[TritonConfig], pre_hook: Callable[[dict[str, Any]], object] | None
+                 ) -> list[TritonConfig]:
+    """Copies of ``configs`` (``triton.Config``) with ``pre_hook`` instead of theirs: a TMA
+    descriptor kernel's configs for its pointer kernel (no descriptor blocks to set), or a block
+    pointer kernel's for its descriptor kernel."""
+    made = []
+    for config in configs:
+        copied = copy.copy(config)
+        copied.pre_hook = pre_hook
+        made.append(copied)
+    return made
 
 
 def workspaces(device: torch.device, finishes: Iterable[Finish], counts: Iterable[int]) -> tuple[torch.Tensor, ...]:
@@ -680,8 +709,9 @@ class Launch:
         kept under ``fast_key``: the module's :attr:`plan` of it (the checks, the outputs, the
         kernel's arguments); a call autograd would record refused where the spec has no backward
         (:attr:`refuse`); tensors on a GPU other than the current one run there (the call again,
-        under ``torch.cuda.device``); then the launch the plan names (:meth:`__call__`), keeping it
-        under ``fast_key``, unless the outputs are empty. Returns the outputs: where finish kernels
+        under ``torch.cuda.device``); the inputs an in-place call writes over are marked so; then
+        the launch the plan names (:meth:`__call__`), keeping it under ``fast_key``, unless the
+        outputs are empty. Returns the outputs: where finish kernels
         merge partials and the call tuned (the autotuner ran the kernel alone), those of the call
         again, on the config the tune chose."""
         assert self.plan is not None, f"{self.name}: run without the module's plan"
@@ -692,10 +722,14 @@ class Launch:
         if device.type == "cuda" and device.index != torch.cuda.current_device():  # run there, on its current stream
             with torch.cuda.device(device):
                 return launcher(*args, **kwargs)
+        if planned.overwritten:
+            overwritten(*planned.overwritten)
         if not planned.empty:
+            # an in-place call's tune runs the call on new outputs first: the trials must not read what they overwrote
+            first = (lambda: launcher(*args, **{**kwargs, "inplace": False})) if planned.overwritten else None
             launched = planned.launch(fast_key, device, planned.grid, planned.args, planned.meta, planned.kept,
                                       tune_key=planned.tune_key, again=lambda: launcher(*args, **kwargs),
-                                      finishes=planned.finishes)
+                                      first=first, arrays=planned.arrays, finishes=planned.finishes)
             if not launched and planned.finishes:  # tuned: the partials are merged on the config chosen
                 return launcher(*args, **kwargs)
         outputs = planned.outputs

@@ -90,16 +90,32 @@ def lower(spec: m.Spec, backward: tuple[m.Spec, ...] = (), deterministic: tuple[
 
 
 def _variant(
-    spec: m.Spec, access: str | None, variant: str, configs: str, fallback: str | None, uses: str
+    spec: m.Spec, access: str | None, variant: str, configs: str, fallback: str | None, uses: str, fast: bool = True
 ) -> FallbackPlan:
     """``spec`` lowered again as ``_<kernel>_<variant>`` with another access style (None:
     pointers; :func:`~tilegen.lower.passes.access_variant`), its autotune configs named
-    ``configs``; its launcher returns ``fallback``."""
+    ``configs``; its launcher returns ``fallback``. ``fast=False``: its launcher has no fast path
+    (the spec's launcher reaches it through its plan, keeping the launch under its own key)."""
     other = access_variant(spec, access, variant)  # another kernel's spec: not a pass (tilegen.lower.passes)
     kernel = lower_kernel(kernel_spec(other))
     if kernel.tune is not None:  # its own configs (a descriptor kernel's with their pre_hook)
         kernel = dataclasses.replace(kernel, tune=dataclasses.replace(kernel.tune, name=configs))
-    return FallbackPlan(kernel, lower_launcher(other, kernel, LauncherRole(fallback, variant, uses)))
+    return FallbackPlan(kernel, lower_launcher(other, kernel, LauncherRole(fallback, variant, uses, fast=fast)))
+
+
+def _configs_like(fallback: FallbackPlan, kernel: KernelPlan) -> FallbackPlan:
+    """``fallback`` whose configs, where they are ``kernel``'s but for their ``pre_hook`` (a pointer
+    kernel's configs beside a descriptor kernel's, or the other way round), are written as
+    ``kernel``'s list with the pre_hook they take (``_rt.configs_like``)."""
+    mine, theirs = fallback.kernel.tune, kernel.tune
+    if mine is None or theirs is None:
+        return fallback
+    hook = ", pre_hook=_descriptor_blocks"
+    if [c.replace(hook, "") for c in mine.configs] != [c.replace(hook, "") for c in theirs.configs]:
+        return fallback
+    like = f"_rt.configs_like({theirs.name}, {'_descriptor_blocks' if hook in mine.configs[0] else 'None'})"
+    return dataclasses.replace(fallback, kernel=dataclasses.replace(fallback.kernel,
+                                                                    tune=dataclasses.replace(mine, like=like)))
 
 
 def _descriptors_serve(spec: m.Spec) -> bool:
@@ -149,7 +165,9 @@ def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = (), deterministic: tuple
             ]
         else:
             uses = "TMA descriptors" if spec.access_style == "descriptor" else "block pointers"
-            fallbacks = [_variant(spec, None, "pointers", "_POINTER_CONFIGS", None, uses)]
+            planned = planned_launch(spec, kernel, LauncherRole(grad=grad, over=over))  # through its plan
+            fallbacks = [_variant(spec, None, "pointers", "_POINTER_CONFIGS", None, uses, fast=not planned)]
+    fallbacks = [_configs_like(f, kernel) for f in fallbacks]
     fallback = fallbacks[0].launcher.call if fallbacks else None
     role = LauncherRole(fallback, grad=grad, over=over)
     # rows too long for one tile: a second kernel that loops over them, reached through this launcher's plan

@@ -68,7 +68,7 @@ def lower_arguments(spec: m.Spec, full: m.Spec, kernel: KernelPlan, fallback: st
     # Every input's strides are bound once: the launch passes them and the specialization key reads them.
     bound_strides = [t for t in full.arrays if descriptors or t.role == "in" or t.in_place_of is not None]
     for t in bound_strides:  # a 0-dim input: the kernel's one element, at index 0, whatever its stride
-        if not planned or t.zero_dim:
+        if not planned or t.zero_dim or descriptors:
             setup.append(Line(f"_{t.name.id}_strides = " + ("(0,)" if t.zero_dim else f"{t.name.id}.stride()")))
     sizes_passed = size_symbols(spec)
     scalars = tuple(t.name.id for t in spec.inputs if t.is_scalar)

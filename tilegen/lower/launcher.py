@@ -242,20 +242,25 @@ def _nothing(spec: m.Spec) -> IfBlock:
     return IfBlock(_empty(spec), "nothing to compute: no launch", (Line(f"return {returns}"),))
 
 
-def _passed(spec: m.Spec, sig: _Signature) -> str:
+def _passed(spec: m.Spec, sig: _Signature, inplace: object = ()) -> str:
     """The launcher's arguments as it passes them on after filling in the optional inputs left out:
-    those go in as None again (the plan fills them in, and tells the kernel they were left out)."""
+    those go in as None again (the plan fills them in, and tells the kernel they were left out);
+    with ``inplace``, its ``inplace`` switch too."""
     given = [f"{t.name.id} if {given_name(t.name.id)} else None" if t.optional else t.name.id for t in spec.inputs]
-    return ", ".join([*given, *(f"{k}={k}" for k, _ in sig.keywords)])
+    return ", ".join([*given, *(f"{k}={k}" for k, _ in sig.keywords), *(["inplace=inplace"] if inplace else [])])
 
 
 def planned_launch(spec: m.Spec, kernel: KernelPlan, role: LauncherRole) -> bool:
     """Whether the launcher's full path, its op's fake implementation and its traced body are the
     runtime's (``Launch.run``, ``Launch.fake``, ``Launch.traced_call``) over the module's plan of a
-    call (:func:`_plan`): a pointer kernel the runtime launches (finish kernels included), whose
-    outputs are new, without stages or a backward written over its inputs."""
-    return (kernel.plan_launched and not spec.in_place and not role.stages and not role.over
-            and spec.access_style not in ("descriptor", "block_ptr"))
+    call (:func:`_plan`): a kernel the runtime launches (finish kernels included), without stages
+    or a backward written over its inputs, reading through pointers or (the
+    spec's own launcher, without finish kernels) through TMA descriptors, its plan returning its
+    pointer kernel's where they cannot serve. A descriptor launcher's op keeps its own fake
+    implementation (the plan's layout checks read the tensors' addresses, which fake tensors lack)."""
+    descriptors = spec.access_style == "descriptor" and role.variant is None and not kernel.finishes
+    return (kernel.plan_launched and not role.stages and not role.over
+            and (spec.access_style not in ("descriptor", "block_ptr") or descriptors))
 
 
 def _plan(spec: m.Spec, kernel: KernelPlan, role: LauncherRole, checks: list[Op], args: Arguments,
@@ -275,17 +280,23 @@ def _plan(spec: m.Spec, kernel: KernelPlan, role: LauncherRole, checks: list[Op]
         route = [IfBlock(f"{rows.dim} > _WHOLE_LIMIT", why,
                          (Line(f"return {plan_name(rows.launcher)}({_passed(spec, _signature(spec))})"),))]
     name = spec.name.id
-    outputs = made_outputs(spec, lambda t: ", ".join(_dims(t)) or "()", inplace=False)
+    # over their inputs with inplace=True (marked overwritten by the runtime, when it launches)
+    outputs = made_outputs(spec, lambda t: ", ".join(_dims(t)) or "()", mark=False)
     whole = [Line(f"{block} = 1 << (int({dim}) - 1).bit_length()") for dim, block in kernel.whole_blocks]
     launch = args.launch
     key = tune_key(spec, kernel, role.variant) if spec.tune is not None else "None"
     made = {w for finish in kernel.finishes for w in finish.workspaces}  # the runtime's, for the config it runs
+    # a descriptor launcher's tensors, and its pointer kernel's (one fast path launches either)
+    kept = spec.access_style == "descriptor" or (role.variant == "pointers" and not role.fast)
     groups = (
         (launch_name(name), "device", tuple_text(t.name.id for t in spec.outputs), _empty(spec),
          f"lambda meta: {grid_text(spec, 'meta')}"),
         (tuple_text([a for group in launch.groups for a in group if a not in made]),),
         (f"dict({', '.join(launch.meta)})", tuple_text(fast.shapes), key),
         (tuple_text(finish_step(spec, finish) for finish in kernel.finishes),) if kernel.finishes else (),
+        (f"arrays={tuple_text(t.name.id for t in spec.arrays)}",) if kept else (),
+        (f"overwritten={tuple_text(t.in_place_of.id for t in spec.in_place if t.in_place_of)} if inplace else ()",)
+        if spec.in_place else (),
     )
     tuned = set(spec.tuned_params)
     concrete = [Line(f"{p.name.id} = _rt.concrete({p.name.id})") for p in spec.params if p.name.id not in tuned]
@@ -374,15 +385,20 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
     planned = planned_launch(spec, kernel, role)
     checks = [*head, *middle]
     checked: tuple[Op, ...] = ()
-    if shared and middle and not planned:
+    own_fake = planned and spec.access_style == "descriptor"  # the plan and its own fake implementation check
+    if shared and middle and (not planned or own_fake):
         bound = ", ".join(_bound(spec))
         checked = (*head, *middle, Line(f"return {bound}"))
         head, middle = [Line(f"{bound}{',' if len(_bound(spec)) == 1 else ''} = _{name}_checked({sig.arguments})")], []
+        checks = [*head, *middle] if own_fake else checks
     # sizes as separate arguments: torch parses them about 2 us faster than a shape tuple
     made = made_outputs(spec, lambda t: ", ".join(_dims(t)) or "()")  # over their inputs with inplace=True
     made_new = made_outputs(spec, lambda t: ", ".join(_dims(t)) or "()", inplace=False)  # the op's fake: new
     returns = ", ".join(t.name.id for t in spec.outputs)
-    args = lower_arguments(spec, full, kernel, role.fallback, planned)
+    fallback = role.fallback  # a planned descriptor launcher returns its pointer kernel's plan
+    if planned and fallback is not None:
+        fallback = f"{plan_name(fallback.split('(')[0])}({_passed(spec, sig)})"
+    args = lower_arguments(spec, full, kernel, fallback, planned)
     launch = args.launch
     # autograd's route goes before the fast path and the checks (the launcher its Function calls
     # takes them: once a call), so the fast path need not ask; a spec without a backward refuses
@@ -407,7 +423,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         fast_ops = fast_path.ops if role.fast else ()
         key = "fast_key" if role.fast else "None"
         body = [*_packed(spec), *_entry(spec, sig, role), *absent, *(grad if routed else ()), *fast_ops,
-                Line(f"return {launch_name(name)}.run({name}, {key}, {_passed(spec, sig)})")]
+                Line(f"return {launch_name(name)}.run({name}, {key}, {_passed(spec, sig, spec.in_place)})")]
         traced = None
     switches = [*(["inplace: bool = False"] if spec.in_place else []),
                 *(["inplace_backward: bool = False"] if role.over else []),
@@ -420,6 +436,8 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         keywords=sig.keywords,
         signature=", ".join(sig.annotated),
         own_signature=", ".join(own),
+        plan_signature=", ".join([*sig.annotated, *(([] if sig.keywords else ["*"]) + ["inplace: bool = False"]
+                                                     if spec.in_place else [])]),
         in_place=bool(spec.in_place),
         annotation=sig.annotation,
         call=sig.call,
@@ -432,7 +450,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         block_pointers=spec.access_style == "block_ptr",
         blocks=any(a.block is not None and a.block.id not in tuned for a in spec.axes()),
         returns=returns,
-        docstring=role.docstring or launcher_docstring(spec, role.variant, role.uses, role.over),
+        docstring=role.docstring or launcher_docstring(spec, role.variant, role.uses, role.over, role.fast),
         fake=(*_constant(spec), *absent, *head, *middle, *made_new, Line(f"return {returns}")),
         traced=traced,
         # without block pointers the op runs the pointer launcher, opaque to torch.compile
@@ -453,12 +471,14 @@ def _sizes(spec: m.Spec, name: str) -> list[tuple[str, str]]:
     return [*bind_sizes(spec, name)[2], *derived_sizes(spec, name)[1]]
 
 
-def launcher_docstring(spec: m.Spec, variant: str | None = None, uses: str = "", over: tuple[str, ...] = ()) -> str:
+def launcher_docstring(spec: m.Spec, variant: str | None = None, uses: str = "", over: tuple[str, ...] = (),
+                       fast: bool = True) -> str:
     if variant is not None:
         name = spec.name.id.removeprefix("_").removesuffix(f"_{variant}")
         configs = ", with the same tune configs" if spec.tune is not None else ""
+        called = f"{name}()'s plan returns this one's" if not fast else f"Called by {name}()"
         return (f"{name}() where its {uses} cannot serve: the kernel of {spec.path} through {variant}{configs}.\n"
-                f"Called by {name}(), after its checks.")
+                f"{called}, after its checks.")
 
     def describe(t: m.Tensor) -> str:
         dtype = m.as_written(t.dtype)

@@ -283,13 +283,13 @@ def offset_text(item: m.Expr, name: Callable[[str], str], load: Callable[[m.Load
     return f"({left} {'//' if item.op == '/' else item.op} {right})"
 
 
-def made_outputs(spec: m.Spec, shape: Callable[[m.Tensor], str], inplace: bool = True) -> list[Op]:
+def made_outputs(spec: m.Spec, shape: Callable[[m.Tensor], str], inplace: bool = True, mark: bool = True) -> list[Op]:
     """The lines making the outputs of ``spec`` (``shape(tensor)``: the text of its sizes): new
     tensors (``torch.zeros`` for one stored through swizzle aliases, see :func:`swizzled_outputs`),
     and with ``inplace`` those written over an input (``out dx: f32[N] in place of x``) as the input
     itself where the call says ``inplace=True``, whose version counters then go up
     (``_rt.overwritten``), as a torch in-place op's do, so that autograd refuses a saved copy
-    instead of reading the overwritten values."""
+    instead of reading the overwritten values (without ``mark``, the caller marks them)."""
     swizzled = swizzled_outputs(spec)
     lines: list[Op] = []
     for t in spec.outputs:
@@ -300,7 +300,7 @@ def made_outputs(spec: m.Spec, shape: Callable[[m.Tensor], str], inplace: bool =
         if inplace and t.in_place_of is not None:
             new = f"{t.in_place_of.id} if inplace else {new}"
         lines.append(Line(f"{t.name.id} = {new}"))
-    if inplace and spec.in_place:
+    if inplace and mark and spec.in_place:
         sources = ", ".join(t.in_place_of.id for t in spec.in_place if t.in_place_of is not None)
         why = "the inputs written over: autograd's saved copies of them are stale"
         lines.append(IfBlock("inplace", why, (Line(f"_rt.overwritten({sources})"),)))

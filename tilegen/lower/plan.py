@@ -118,6 +118,9 @@ class TunePlan:
     # the outputs a scatter-add adds into, so that the timed runs add nothing to the result
     restore: tuple[str, ...] = ()
     interpreted: int = 0  # index of the config Triton's interpreter runs (the default's unless the spec names one)
+    # the configs as another list of the module's, given another pre_hook (``_rt.configs_like``): a
+    # variant's (its pointer kernel's) where they differ from the spec kernel's in their pre_hook alone
+    like: str | None = None
 
 
 @dataclass(frozen=True)
@@ -270,6 +273,7 @@ class LauncherPlan:
     keywords: tuple[tuple[str, str], ...]  # (keyword argument, default as Python text)
     signature: str  # the parameters with type annotations (the custom op's schema comes from them)
     own_signature: str  # the launcher's: ``signature``, and ``inplace`` where an output may be written over an input
+    plan_signature: str  # its plan's (``_<name>_plan``): ``signature``, and ``inplace``
     in_place: bool  # an output may be written over an input (``in place of``): the op calls a wrapper making it new
     annotation: str  # the return annotation: torch.Tensor, or a tuple of them
     call: str  # the launcher called with its own arguments (in the device guard; the op's fake calls)

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_c0d9fd9ce3b035b0"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_faedd02811fd71ac"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -299,7 +299,27 @@ def _batch_norm_checked(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
     return device, T, eps, B, C, H, W
 
 
-_batch_norm_launch = _rt.Launch(globals(), "batch_norm_kernel", "batch_norm", pointers=6, tuned=True)
+def _batch_norm_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
+    """batch_norm()'s call after its fast path: checks, outputs, kernel arguments."""
+    device, T, eps, B, C, H, W = _batch_norm_checked(x, weight, bias, eps)
+    y = torch.empty(B, C, H, W, device=device, dtype=T)
+    BLOCK_W = 1 << (int(W) - 1).bit_length()
+    if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
+        return _rt.Planned(
+            _batch_norm_launch, device, (y,), True, None, (), {}, (), None,
+        )
+    # values every program uses: kernels of their own compute them first
+    shift_reduced, square_reduced = _batch_norm_shift(x)
+    int64 = _rt.wide_offsets((x, weight, bias, shift_reduced, square_reduced), (y,))
+    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
+    return _rt.Planned(
+        _batch_norm_launch, device, (y,), B == 0 or C == 0 or H == 0 or W == 0, lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded),
+        (x, weight, bias, shift_reduced, square_reduced, y, B, C, H, W, eps, *x.stride(), *weight.stride(), *bias.stride(), *shift_reduced.stride(), *square_reduced.stride(), C * H * W, H * W, W, 1),
+        dict(BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, C, H, W),), (device, H, W, T),
+    )
+
+
+_batch_norm_launch = _rt.Launch(globals(), "batch_norm_kernel", "batch_norm", pointers=6, tuned=True, plan=_batch_norm_plan)
 
 
 def batch_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, *, config: int | dict | None = None) -> torch.Tensor:
@@ -333,30 +353,7 @@ def batch_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
         shift_reduced, square_reduced = _batch_norm_shift(x)
         launch(grid, device_index, x, weight, bias, shift_reduced, square_reduced, y, *args[0:4], float(eps), *args[5:])
         return y
-    device, T, eps, B, C, H, W = _batch_norm_checked(x, weight, bias, eps)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return batch_norm(x, weight, bias, eps)
-    y = torch.empty(B, C, H, W, device=device, dtype=T)
-    if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
-        return y
-    # values every program uses: kernels of their own compute them first
-    shift_reduced, square_reduced = _batch_norm_shift(x)
-    BLOCK_W = 1 << (W - 1).bit_length()
-    _x_strides = x.stride()
-    _weight_strides = weight.stride()
-    _bias_strides = bias.stride()
-    _shift_reduced_strides = shift_reduced.stride()
-    _square_reduced_strides = square_reduced.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) >= 2**31 or (C - 1) * abs(_bias_strides[0]) >= 2**31 or (C - 1) * abs(_shift_reduced_strides[0]) >= 2**31 or (C - 1) * abs(_square_reduced_strides[0]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
-    _batch_norm_launch(
-        fast_key, device, lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded),
-        (x, weight, bias, shift_reduced, square_reduced, y, B, C, H, W, eps, *_x_strides, *_weight_strides, *_bias_strides, *_shift_reduced_strides, *_square_reduced_strides, C * H * W, H * W, W, 1),
-        dict(BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, C, H, W),),
-        tune_key=(device, H, W, T), again=lambda: batch_norm(x, weight, bias, eps),
-    )
-    return y
+    return _batch_norm_launch.run(batch_norm, fast_key, x, weight, bias, eps)
 
 
 def reference(x, weight, bias, eps):

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_c0d9fd9ce3b035b0"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_faedd02811fd71ac"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -83,7 +83,26 @@ _tuner = _rt.Tuner("embedding_backward_deterministic", "b3a27ae9a3da0008", _CONF
 _embedding_backward_deterministic_inputs = _rt.Inputs(("idx", torch.int64, "N"), ("dy", (torch.float16, torch.bfloat16, torch.float32), "N C"), ("weight", "dy", "V C"), ("padding_idx", int))
 
 
-_embedding_backward_deterministic_launch = _rt.Launch(globals(), "embedding_backward_deterministic_kernel", "embedding_backward_deterministic", pointers=6, tuned=True)
+def _embedding_backward_deterministic_plan(idx: torch.Tensor, dy: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1):
+    """embedding_backward_deterministic()'s call after its fast path: checks, outputs, kernel arguments."""
+    device, T, padding_idx, N, C, V = _embedding_backward_deterministic_inputs("embedding_backward_deterministic", idx, dy, weight, padding_idx)
+    dweight = torch.zeros(V, C, device=device, dtype=T)
+    if C == 0 or V == 0:  # nothing to compute: no launch
+        return _rt.Planned(
+            _embedding_backward_deterministic_launch, device, (dweight,), True, None, (), {}, (), None,
+        )
+    # deterministic: the tokens sorted by their index, which the kernel walks in order
+    t_order, t_run_end = _rt.sorted_runs(idx)
+    int64 = _rt.wide_offsets((idx, dy, weight, t_order, t_run_end), (dweight,))
+    folded = (C + 8 - 1) // 8 > _rt.MAX_GRID_YZ  # then all along program id 0
+    return _rt.Planned(
+        _embedding_backward_deterministic_launch, device, (dweight,), C == 0 or V == 0, lambda meta: _rt.fold_grid(((N + meta["BT"] - 1) // meta["BT"], (C + meta["BC"] - 1) // meta["BC"], 1), folded),
+        (idx, dy, weight, dweight, t_order, t_run_end, N, C, V, padding_idx, *idx.stride(), *dy.stride(), *weight.stride(), C, 1, *t_order.stride(), *t_run_end.stride()),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((V, C),), (device, C, T),
+    )
+
+
+_embedding_backward_deterministic_launch = _rt.Launch(globals(), "embedding_backward_deterministic_kernel", "embedding_backward_deterministic", pointers=6, tuned=True, plan=_embedding_backward_deterministic_plan, refuse=(1, 2))
 
 
 def embedding_backward_deterministic(idx: torch.Tensor, dy: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1, *, config: int | dict | None = None) -> torch.Tensor:
@@ -115,31 +134,7 @@ def embedding_backward_deterministic(idx: torch.Tensor, dy: torch.Tensor, weight
         t_order, t_run_end = _rt.sorted_runs(idx)
         launch(grid, device_index, idx, dy, weight, dweight, t_order, t_run_end, *args)
         return dweight
-    device, T, padding_idx, N, C, V = _embedding_backward_deterministic_inputs("embedding_backward_deterministic", idx, dy, weight, padding_idx)
-    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("embedding_backward_deterministic")
-    if idx.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return embedding_backward_deterministic(idx, dy, weight, padding_idx)
-    dweight = torch.zeros(V, C, device=device, dtype=T)
-    if C == 0 or V == 0:  # nothing to compute: no launch
-        return dweight
-    # deterministic: the tokens sorted by their index, which the kernel walks in order
-    t_order, t_run_end = _rt.sorted_runs(idx)
-    _idx_strides = idx.stride()
-    _dy_strides = dy.stride()
-    _weight_strides = weight.stride()
-    _t_order_strides = t_order.stride()
-    _t_run_end_strides = t_run_end.stride()
-    int64 = (N - 1) * abs(_idx_strides[0]) >= 2**31 or (N - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) + (C - 1) * abs(_weight_strides[1]) >= 2**31 or V * C > 2**31 or (N - 1) * abs(_t_order_strides[0]) >= 2**31 or (N - 1) * abs(_t_run_end_strides[0]) >= 2**31  # offsets past 2**31 elements
-    folded = (C + 8 - 1) // 8 > _rt.MAX_GRID_YZ  # then all along program id 0
-    _embedding_backward_deterministic_launch(
-        fast_key, device, lambda meta: _rt.fold_grid(((N + meta["BT"] - 1) // meta["BT"], (C + meta["BC"] - 1) // meta["BC"], 1), folded),
-        (idx, dy, weight, dweight, t_order, t_run_end, N, C, V, padding_idx, *_idx_strides, *_dy_strides, *_weight_strides, C, 1, *_t_order_strides, *_t_run_end_strides),
-        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((V, C),),
-        tune_key=(device, C, T), again=lambda: embedding_backward_deterministic(idx, dy, weight, padding_idx),
-    )
-    return dweight
+    return _embedding_backward_deterministic_launch.run(embedding_backward_deterministic, fast_key, idx, dy, weight, padding_idx)
 
 
 def reference(idx, dy, weight, padding_idx=-1):

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_c0d9fd9ce3b035b0"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_faedd02811fd71ac"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -205,7 +205,27 @@ def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
 _frobenius_norm_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), whole=(("w", "W", 65536),))
 
 
-_frobenius_norm_launch = _rt.Launch(globals(), "frobenius_norm_kernel", "frobenius_norm", pointers=3, tuned=True)
+def _frobenius_norm_plan(x: torch.Tensor):
+    """frobenius_norm()'s call after its fast path: checks, outputs, kernel arguments."""
+    device, T, B, C, H, W = _frobenius_norm_inputs("frobenius_norm", x)
+    y = torch.empty(B, C, H, W, device=device, dtype=T)
+    BLOCK_W = 1 << (int(W) - 1).bit_length()
+    if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
+        return _rt.Planned(
+            _frobenius_norm_launch, device, (y,), True, None, (), {}, (), None,
+        )
+    # values every program uses: kernels of their own compute them first
+    norm_reduced = _frobenius_norm_norm(x)
+    int64 = _rt.wide_offsets((x, norm_reduced), (y,))
+    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
+    return _rt.Planned(
+        _frobenius_norm_launch, device, (y,), B == 0 or C == 0 or H == 0 or W == 0, lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded),
+        (x, norm_reduced, y, B, C, H, W, *x.stride(), *norm_reduced.stride(), C * H * W, H * W, W, 1),
+        dict(BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, C, H, W),), (device, H, W, T),
+    )
+
+
+_frobenius_norm_launch = _rt.Launch(globals(), "frobenius_norm_kernel", "frobenius_norm", pointers=3, tuned=True, plan=_frobenius_norm_plan)
 
 
 def frobenius_norm(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -236,27 +256,7 @@ def frobenius_norm(x: torch.Tensor, *, config: int | dict | None = None) -> torc
         norm_reduced = _frobenius_norm_norm(x)
         launch(grid, device_index, x, norm_reduced, y, *args)
         return y
-    device, T, B, C, H, W = _frobenius_norm_inputs("frobenius_norm", x)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return frobenius_norm(x)
-    y = torch.empty(B, C, H, W, device=device, dtype=T)
-    if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
-        return y
-    # values every program uses: kernels of their own compute them first
-    norm_reduced = _frobenius_norm_norm(x)
-    BLOCK_W = 1 << (W - 1).bit_length()
-    _x_strides = x.stride()
-    _norm_reduced_strides = norm_reduced.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (1 - 1) * abs(_norm_reduced_strides[0]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
-    _frobenius_norm_launch(
-        fast_key, device, lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded),
-        (x, norm_reduced, y, B, C, H, W, *_x_strides, *_norm_reduced_strides, C * H * W, H * W, W, 1),
-        dict(BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, C, H, W),),
-        tune_key=(device, H, W, T), again=lambda: frobenius_norm(x),
-    )
-    return y
+    return _frobenius_norm_launch.run(frobenius_norm, fast_key, x)
 
 
 def reference(x):

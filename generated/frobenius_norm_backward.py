@@ -31,7 +31,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_c0d9fd9ce3b035b0"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_faedd02811fd71ac"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -385,7 +385,28 @@ def _frobenius_norm_backward_dsum(dy: torch.Tensor, x: torch.Tensor, norm_reduce
 _frobenius_norm_backward_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), whole=(("w", "W", 16384),))
 
 
-_frobenius_norm_backward_launch = _rt.Launch(globals(), "frobenius_norm_backward_kernel", "frobenius_norm_backward", pointers=5, tuned=True)
+def _frobenius_norm_backward_plan(dy: torch.Tensor, x: torch.Tensor):
+    """frobenius_norm_backward()'s call after its fast path: checks, outputs, kernel arguments."""
+    device, T, B, C, H, W = _frobenius_norm_backward_inputs("frobenius_norm_backward", dy, x)
+    dx = torch.empty(B, C, H, W, device=device, dtype=T)
+    BLOCK_W = 1 << (int(W) - 1).bit_length()
+    if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
+        return _rt.Planned(
+            _frobenius_norm_backward_launch, device, (dx,), True, None, (), {}, (), None,
+        )
+    # values every program uses: kernels of their own compute them first
+    norm_reduced = _frobenius_norm_backward_norm(x)
+    dsum_reduced = _frobenius_norm_backward_dsum(dy, x, norm_reduced)
+    int64 = _rt.wide_offsets((dy, x, norm_reduced, dsum_reduced), (dx,))
+    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
+    return _rt.Planned(
+        _frobenius_norm_backward_launch, device, (dx,), B == 0 or C == 0 or H == 0 or W == 0, lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded),
+        (dy, x, norm_reduced, dsum_reduced, dx, B, C, H, W, *dy.stride(), *x.stride(), *norm_reduced.stride(), *dsum_reduced.stride(), C * H * W, H * W, W, 1),
+        dict(BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, C, H, W),), (device, H, W, T),
+    )
+
+
+_frobenius_norm_backward_launch = _rt.Launch(globals(), "frobenius_norm_backward_kernel", "frobenius_norm_backward", pointers=5, tuned=True, plan=_frobenius_norm_backward_plan, refuse=(0, 1))
 
 
 def frobenius_norm_backward(dy: torch.Tensor, x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -416,32 +437,7 @@ def frobenius_norm_backward(dy: torch.Tensor, x: torch.Tensor, *, config: int | 
         dsum_reduced = _frobenius_norm_backward_dsum(dy, x, norm_reduced)
         launch(grid, device_index, dy, x, norm_reduced, dsum_reduced, dx, *args)
         return dx
-    device, T, B, C, H, W = _frobenius_norm_backward_inputs("frobenius_norm_backward", dy, x)
-    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("frobenius_norm_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return frobenius_norm_backward(dy, x)
-    dx = torch.empty(B, C, H, W, device=device, dtype=T)
-    if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
-        return dx
-    # values every program uses: kernels of their own compute them first
-    norm_reduced = _frobenius_norm_backward_norm(x)
-    dsum_reduced = _frobenius_norm_backward_dsum(dy, x, norm_reduced)
-    BLOCK_W = 1 << (W - 1).bit_length()
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    _norm_reduced_strides = norm_reduced.stride()
-    _dsum_reduced_strides = dsum_reduced.stride()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (1 - 1) * abs(_norm_reduced_strides[0]) >= 2**31 or (1 - 1) * abs(_dsum_reduced_strides[0]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
-    _frobenius_norm_backward_launch(
-        fast_key, device, lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded),
-        (dy, x, norm_reduced, dsum_reduced, dx, B, C, H, W, *_dy_strides, *_x_strides, *_norm_reduced_strides, *_dsum_reduced_strides, C * H * W, H * W, W, 1),
-        dict(BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, C, H, W),),
-        tune_key=(device, H, W, T), again=lambda: frobenius_norm_backward(dy, x),
-    )
-    return dx
+    return _frobenius_norm_backward_launch.run(frobenius_norm_backward, fast_key, dy, x)
 
 
 def reference(dy, x):

@@ -41,12 +41,12 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_c0d9fd9ce3b035b0"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_faedd02811fd71ac"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -479,6 +479,34 @@ def _group_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor, weight: torc
     return device, T, G, eps, B, C, H, W, C_over_G
 
 
+def _group_norm_backward_plan(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, G: int, eps: float):
+    """group_norm_backward()'s call after its fast path: checks, outputs, kernel arguments."""
+    device, T, G, eps, B, C, H, W, C_over_G = _group_norm_backward_checked(dy, x, weight, G, eps)
+    dx = torch.empty(B, C, H, W, device=device, dtype=T)
+    dweight = torch.empty(C, device=device, dtype=T)
+    dbias = torch.empty(C, device=device, dtype=T)
+    BLOCK_C_over_G = 1 << (int(C_over_G) - 1).bit_length()
+    BLOCK_W = 1 << (int(W) - 1).bit_length()
+    if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
+        return _rt.Planned(
+            _group_norm_backward_launch, device, (dx, dweight, dbias), True, None, (), {}, (), None,
+        )
+    # values every program uses: kernels of their own compute them first
+    shift_reduced, square_reduced = _group_norm_backward_shift(x, G)
+    dmean_reduced, dmean1_reduced = _group_norm_backward_dmean(dy, x, weight, G, eps, shift_reduced, square_reduced)
+    int64 = _rt.wide_offsets((dy, x, weight, shift_reduced, square_reduced, dmean_reduced, dmean1_reduced), (dx, dweight, dbias)) or B * H * C >= 2**31
+    folded = max(G, H) > _rt.MAX_GRID_YZ  # then all along program id 0
+    return _rt.Planned(
+        _group_norm_backward_launch, device, (dx, dweight, dbias), B == 0 or C == 0 or H == 0 or W == 0, lambda meta: _rt.fold_grid((B, G, H), folded),
+        (dy, x, weight, shift_reduced, square_reduced, dmean_reduced, dmean1_reduced, dx, dweight, dbias, B, C, H, W, C_over_G, G, eps, *dy.stride(), *x.stride(), *weight.stride(), *shift_reduced.stride(), *square_reduced.stride(), *dmean_reduced.stride(), *dmean1_reduced.stride(), C * H * W, H * W, W, 1, 1, 1),
+        dict(BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, C, H, W), (C,), (C,)), None,
+        (_rt.Finish(dweight, 1, C, lambda meta: B * H, ((C + 32 - 1) // 32, 1, 1), lambda dweight_programs: (dweight_programs, C, C, 1, 1, 128, 32, dweight_programs * C >= 2**31)), _rt.Finish(dbias, 1, C, lambda meta: B * H, ((C + 32 - 1) // 32, 1, 1), lambda dbias_programs: (dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31))),
+    )
+
+
+_group_norm_backward_launch = _rt.Launch(globals(), "group_norm_backward_kernel", "group_norm_backward", pointers=12, plan=_group_norm_backward_plan, refuse=(0, 1, 2), finishes=("group_norm_backward_finish_dweight_kernel", "group_norm_backward_finish_dbias_kernel"))
+
+
 def group_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, G: int, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/group_norm.tile, derived backward and return its outputs.
 
@@ -517,82 +545,7 @@ def group_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         finish, finish_grid, finish_args = _dbias_finish
         finish(finish_grid, device_index, dbias_partials, dbias, *finish_args)
         return dx, dweight, dbias
-    device, T, G, eps, B, C, H, W, C_over_G = _group_norm_backward_checked(dy, x, weight, G, eps)
-    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("group_norm_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return group_norm_backward(dy, x, weight, G, eps)
-    dx = torch.empty(B, C, H, W, device=device, dtype=T)
-    dweight = torch.empty(C, device=device, dtype=T)
-    dbias = torch.empty(C, device=device, dtype=T)
-    if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
-        return dx, dweight, dbias
-    # values every program uses: kernels of their own compute them first
-    shift_reduced, square_reduced = _group_norm_backward_shift(x, G)
-    dmean_reduced, dmean1_reduced = _group_norm_backward_dmean(dy, x, weight, G, eps, shift_reduced, square_reduced)
-    BLOCK_C_over_G = 1 << (C_over_G - 1).bit_length()
-    BLOCK_W = 1 << (W - 1).bit_length()
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    _weight_strides = weight.stride()
-    _shift_reduced_strides = shift_reduced.stride()
-    _square_reduced_strides = square_reduced.stride()
-    _dmean_reduced_strides = dmean_reduced.stride()
-    _dmean1_reduced_strides = dmean1_reduced.stride()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) >= 2**31 or (B - 1) * abs(_shift_reduced_strides[0]) + (G - 1) * abs(_shift_reduced_strides[1]) >= 2**31 or (B - 1) * abs(_square_reduced_strides[0]) + (G - 1) * abs(_square_reduced_strides[1]) >= 2**31 or (B - 1) * abs(_dmean_reduced_strides[0]) + (G - 1) * abs(_dmean_reduced_strides[1]) >= 2**31 or (B - 1) * abs(_dmean1_reduced_strides[0]) + (G - 1) * abs(_dmean1_reduced_strides[1]) >= 2**31 or B * C * H * W > 2**31 or C > 2**31 or B * H * C >= 2**31  # offsets past 2**31 elements
-    folded = max(G, H) > _rt.MAX_GRID_YZ  # then all along program id 0
-    grid = _rt.fold_grid((B, G, H), folded)
-    dweight_programs = B * H  # programs along B, H
-    dweight_partials = torch.empty(dweight_programs * C, device=device, dtype=torch.float32)
-    dbias_programs = B * H  # programs along B, H
-    dbias_partials = torch.empty(dbias_programs * C, device=device, dtype=torch.float32)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        group_norm_backward_kernel[grid](
-            dy, x, weight, shift_reduced, square_reduced, dmean_reduced, dmean1_reduced, dx, dweight, dbias, dweight_partials, dbias_partials,
-            B, C, H, W, C_over_G,
-            G, eps,
-            *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1,
-            BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
-        )
-        group_norm_backward_finish_dweight_kernel[((C + 32 - 1) // 32,)](dweight_partials, dweight, dweight_programs, C, C, 1, 1, 128, 32, dweight_programs * C >= 2**31)
-        group_norm_backward_finish_dbias_kernel[((C + 32 - 1) // 32,)](dbias_partials, dbias, dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(group_norm_backward_kernel), grid, None, device, (B, C, H, W, C_over_G, G, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1, BLOCK_C_over_G, BLOCK_W, int64, folded), (B, C, H, W), (C,), (C,), dweight_programs * C, dbias_programs * C, (_rt.interpreted(group_norm_backward_finish_dweight_kernel), ((C + 32 - 1) // 32,), (dweight_programs, C, C, 1, 1, 128, 32, dweight_programs * C >= 2**31)), (_rt.interpreted(group_norm_backward_finish_dbias_kernel), ((C + 32 - 1) // 32,), (dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31))))
-        return dx, dweight, dbias
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, T,
-        dy.data_ptr() % 16, x.data_ptr() % 16, weight.data_ptr() % 16, shift_reduced.data_ptr() % 16, square_reduced.data_ptr() % 16, dmean_reduced.data_ptr() % 16, dmean1_reduced.data_ptr() % 16, dx.data_ptr() % 16, dweight.data_ptr() % 16, dbias.data_ptr() % 16,
-        *map(_int_class, (B, C, H, W, C_over_G, G, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W)),
-        BLOCK_C_over_G, BLOCK_W, int64, folded,
-    )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, group_norm_backward_kernel, grid,
-        dy, x, weight, shift_reduced, square_reduced, dmean_reduced, dmean1_reduced, dx, dweight, dbias, dweight_partials, dbias_partials,
-        B, C, H, W, C_over_G,
-        G, eps,
-        *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1,
-        BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
-    )
-    launch(
-        grid, device_index,
-        dy, x, weight, shift_reduced, square_reduced, dmean_reduced, dmean1_reduced, dx, dweight, dbias, dweight_partials, dbias_partials,
-        B, C, H, W, C_over_G,
-        G, eps,
-        *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1,
-        BLOCK_C_over_G, BLOCK_W, int64, folded,
-    )
-    dweight_finish_grid = ((C + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
-    dweight_finish_key = ("group_norm_backward_finish_dweight_kernel", device_index, dweight_partials.dtype, dweight.dtype, *map(_int_class, (dweight_programs, C, C, 1, 1)), 128, 32, dweight_programs * C >= 2**31)
-    dweight_finish = _COMPILED.get(dweight_finish_key) or _rt.compile_launch(_COMPILED, dweight_finish_key, group_norm_backward_finish_dweight_kernel, dweight_finish_grid, dweight_partials, dweight, dweight_programs, C, C, 1, 1, 128, 32, dweight_programs * C >= 2**31)
-    dweight_finish(dweight_finish_grid, device_index, dweight_partials, dweight, dweight_programs, C, C, 1, 1, 128, 32, dweight_programs * C >= 2**31)
-    dbias_finish_grid = ((C + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
-    dbias_finish_key = ("group_norm_backward_finish_dbias_kernel", device_index, dbias_partials.dtype, dbias.dtype, *map(_int_class, (dbias_programs, C, C, 1, 1)), 128, 32, dbias_programs * C >= 2**31)
-    dbias_finish = _COMPILED.get(dbias_finish_key) or _rt.compile_launch(_COMPILED, dbias_finish_key, group_norm_backward_finish_dbias_kernel, dbias_finish_grid, dbias_partials, dbias, dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31)
-    dbias_finish(dbias_finish_grid, device_index, dbias_partials, dbias, dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, C_over_G, G, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1, BLOCK_C_over_G, BLOCK_W, int64, folded), (B, C, H, W), (C,), (C,), dweight_programs * C, dbias_programs * C, (dweight_finish, dweight_finish_grid, (dweight_programs, C, C, 1, 1, 128, 32, dweight_programs * C >= 2**31)), (dbias_finish, dbias_finish_grid, (dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31))))
-    return dx, dweight, dbias
+    return _group_norm_backward_launch.run(group_norm_backward, fast_key, dy, x, weight, G, eps)
 
 
 def reference(dy, x, weight, G, eps):

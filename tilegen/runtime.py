@@ -706,22 +706,24 @@ class Launch:
 
     def run(self, launcher: Callable[..., Any], fast_key: Hashable | None, /, *args: Any, **kwargs: Any) -> Any:
         """The full path of the call ``launcher(*args, **kwargs)``, whose fast path found no launch
-        kept under ``fast_key``: the module's :attr:`plan` of it (the checks, the outputs, the
-        kernel's arguments); a call autograd would record refused where the spec has no backward
-        (:attr:`refuse`); tensors on a GPU other than the current one run there (the call again,
-        under ``torch.cuda.device``); the inputs an in-place call writes over are marked so; then
+        kept under ``fast_key``: a call whose first tensor is on a GPU other than the current one
+        runs there (the call again, under ``torch.cuda.device``: its checks name a tensor on
+        another device); then the module's :attr:`plan` of it (the checks, the outputs, the
+        kernel's arguments, its stages run); a call autograd would record refused where the spec has no backward
+        (:attr:`refuse`); the inputs an in-place call writes over are marked so; then
         the launch the plan names (:meth:`__call__`), keeping it under ``fast_key``, unless the
         outputs are empty. Returns the outputs: where finish kernels
         merge partials and the call tuned (the autotuner ran the kernel alone), those of the call
         again, on the config the tune chose."""
         assert self.plan is not None, f"{self.name}: run without the module's plan"
+        tensor = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        if tensor is not None and tensor.is_cuda and tensor.device.index != torch.cuda.current_device():
+            with torch.cuda.device(tensor.device):  # run there, on its current stream (the plan too: its stages)
+                return launcher(*args, **kwargs)
         planned = self.plan(*args, **kwargs)
         if self.refuse and grad_enabled() and any(getattr(args[i], "requires_grad", False) for i in self.refuse):
             no_backward(self.name)
         device = planned.device
-        if device.type == "cuda" and device.index != torch.cuda.current_device():  # run there, on its current stream
-            with torch.cuda.device(device):
-                return launcher(*args, **kwargs)
         if planned.overwritten:
             overwritten(*planned.overwritten)
         if not planned.empty:

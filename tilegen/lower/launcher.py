@@ -253,18 +253,25 @@ def _passed(spec: m.Spec, sig: _Signature, inplace: object = ()) -> str:
 def planned_launch(spec: m.Spec, kernel: KernelPlan, role: LauncherRole) -> bool:
     """Whether the launcher's full path, its op's fake implementation and its traced body are the
     runtime's (``Launch.run``, ``Launch.fake``, ``Launch.traced_call``) over the module's plan of a
-    call (:func:`_plan`): a kernel the runtime launches (finish kernels included), without stages
-    or a backward written over its inputs, reading through pointers or (the
-    spec's own launcher, without finish kernels) through TMA descriptors, its plan returning its
-    pointer kernel's where they cannot serve. A descriptor launcher's op keeps its own fake
-    implementation (the plan's layout checks read the tensors' addresses, which fake tensors lack)."""
+    call (:func:`_plan`): a kernel the runtime launches (finish kernels included), without a
+    backward written over its inputs, reading through pointers or (the spec's own launcher, without
+    finish kernels) through TMA descriptors, its plan returning its pointer kernel's where they
+    cannot serve. The launcher's stages run in its plan (:func:`_plan`). A descriptor or staged
+    launcher's op keeps its own fake implementation (:func:`own_fake`)."""
     descriptors = spec.access_style == "descriptor" and role.variant is None and not kernel.finishes
-    return (kernel.plan_launched and not role.stages and not role.over
+    return (kernel.plan_launched and not role.over
             and (spec.access_style not in ("descriptor", "block_ptr") or descriptors))
 
 
+def own_fake(spec: m.Spec, role: LauncherRole) -> bool:
+    """Whether a planned launcher's op has a fake implementation of its own (``_<kernel>_fake``),
+    not its plan's outputs: the plan of a TMA descriptor launcher reads the tensors' addresses
+    (fake tensors have none), a staged launcher's launches its stages' kernels."""
+    return spec.access_style == "descriptor" or bool(role.stages)
+
+
 def _plan(spec: m.Spec, kernel: KernelPlan, role: LauncherRole, checks: list[Op], args: Arguments,
-          fast: FastPath) -> tuple[Op, ...]:
+          fast: FastPath, staged: list[Op]) -> tuple[Op, ...]:
     """The body of the module's plan of a call of a planned launcher (:func:`planned_launch`): its checks,
     the looped launcher's plan for rows too long for one tile, new outputs, the kernel's arguments,
     and what the runtime's ``Launch`` needs of them (``_rt.Planned``): the launch, the device, the
@@ -272,7 +279,8 @@ def _plan(spec: m.Spec, kernel: KernelPlan, role: LauncherRole, checks: list[Op]
     (what the fast path makes again), the tune key and each finish kernel's step (``_rt.Finish``:
     the kernel's arguments leave out its workspaces, which the runtime makes for the config it
     runs). A keyword may be a symbolic int under torch.compile, and a whole axis's extent a
-    symbolic size: int() makes them constants."""
+    symbolic size: int() makes them constants. ``staged``: the calls of the launcher's stages,
+    after the outputs (none where they are empty: the plan returns them, with nothing to launch)."""
     rows = role.rows
     route: list[Op] = []
     if rows is not None:
@@ -300,8 +308,13 @@ def _plan(spec: m.Spec, kernel: KernelPlan, role: LauncherRole, checks: list[Op]
     )
     tuned = set(spec.tuned_params)
     concrete = [Line(f"{p.name.id} = _rt.concrete({p.name.id})") for p in spec.params if p.name.id not in tuned]
-    return (*concrete, *_absent(spec, name), *checks, *route, *outputs, *whole, *args.setup, *args.flags[args.whole:],
-            Line(_call("return _rt.Planned", groups)))
+    if staged:  # nothing to compute: no stage runs
+        empty = (launch_name(name), "device", tuple_text(t.name.id for t in spec.outputs), "True", "None", "()",
+                 "{}", "()", "None")
+        nothing = IfBlock(_empty(spec), "nothing to compute: no launch", (Line(_call("return _rt.Planned", (empty,))),))
+        staged = [nothing, *staged]
+    return (*concrete, *_absent(spec, name), *checks, *route, *outputs, *whole, *staged, *args.setup,
+            *args.flags[args.whole:], Line(_call("return _rt.Planned", groups)))
 
 
 def _routes(spec: m.Spec, role: LauncherRole) -> tuple[list[Op], list[Op], list[Op]]:
@@ -385,12 +398,12 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
     planned = planned_launch(spec, kernel, role)
     checks = [*head, *middle]
     checked: tuple[Op, ...] = ()
-    own_fake = planned and spec.access_style == "descriptor"  # the plan and its own fake implementation check
-    if shared and middle and (not planned or own_fake):
+    separate = planned and own_fake(spec, role)  # the plan and its own fake implementation check
+    if shared and middle and (not planned or separate):
         bound = ", ".join(_bound(spec))
         checked = (*head, *middle, Line(f"return {bound}"))
         head, middle = [Line(f"{bound}{',' if len(_bound(spec)) == 1 else ''} = _{name}_checked({sig.arguments})")], []
-        checks = [*head, *middle] if own_fake else checks
+        checks = [*head, *middle] if separate else checks
     # sizes as separate arguments: torch parses them about 2 us faster than a shape tuple
     made = made_outputs(spec, lambda t: ", ".join(_dims(t)) or "()")  # over their inputs with inplace=True
     made_new = made_outputs(spec, lambda t: ", ".join(_dims(t)) or "()", inplace=False)  # the op's fake: new
@@ -419,7 +432,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
     plan: tuple[Op, ...] = ()
     if planned:  # the full path, the fake and the traced body: the runtime's, over the module's plan
         assert fast_path is not None, "a planned launcher without its fast path"
-        plan = _plan(spec, kernel, role, checks, args, fast_path)
+        plan = _plan(spec, kernel, role, checks, args, fast_path, staged)
         fast_ops = fast_path.ops if role.fast else ()
         key = "fast_key" if role.fast else "None"
         body = [*_packed(spec), *_entry(spec, sig, role), *absent, *(grad if routed else ()), *fast_ops,
@@ -447,6 +460,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         tuned=spec.tune is not None,
         num_sms=(spec.persistent and not row_grid(spec, kernel)) or bool(spec.split_tail),
         descriptors=spec.access_style == "descriptor",
+        own_fake=planned and own_fake(spec, role),
         block_pointers=spec.access_style == "block_ptr",
         blocks=any(a.block is not None and a.block.id not in tuned for a in spec.axes()),
         returns=returns,

@@ -293,6 +293,7 @@ class LauncherPlan:
     checked: tuple[Op, ...] = ()  # ``_<name>_checked``'s body: checks the launcher, fake and traced body share
     launch: str = ""  # the module's runtime Launch of the kernel (``_<name>_launch = _rt.Launch(...)``); "": none
     plan: tuple[Op, ...] = ()  # ``_<name>_plan``'s body: the runtime's Launch runs the full path, fake and traced body
+    own_fake: bool = False  # with a plan, the op's fake is ``_<name>_fake`` all the same (launcher.own_fake)
     table: str = ""  # the module's runtime Inputs of the launcher (``_<name>_inputs = _rt.Inputs(...)``): its checks
 
 

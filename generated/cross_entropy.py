@@ -163,7 +163,23 @@ _tuner = _rt.Tuner("cross_entropy", "ba626ed5f869f76a", _CONFIGS, default=0, fas
 _cross_entropy_inputs = _rt.Inputs(("logits", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("target", torch.int64, "M"), ("ignore_index", int), ("label_smoothing", float), ("softcap", float), ("lse_square_scale", float), ("weight", (torch.float32, torch.bfloat16, torch.float16), "V"))
 
 
-_cross_entropy_launch = _rt.Launch(globals(), "cross_entropy_kernel", "cross_entropy", pointers=5, tuned=True)
+def _cross_entropy_plan(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100, label_smoothing: float = 0.0, softcap: float = 0.0, lse_square_scale: float = 0.0, weight: torch.Tensor | None = None, *, inplace_backward: bool = False):
+    """cross_entropy()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    _weight_given = weight is not None
+    if not _weight_given:  # left out: every element 1
+        weight = _rt.absent(1.0, lambda: ((logits.shape[1],), torch.float32, logits.device))
+    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_inputs("cross_entropy", logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
+    loss = torch.empty(M, device=device, dtype=torch.float32)
+    lse = torch.empty(M, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((logits, target, weight), (loss, lse))
+    return _rt.Planned(
+        _cross_entropy_launch, device, (loss, lse), M == 0, lambda meta: (M, 1, 1),
+        (logits, target, weight, loss, lse, M, V, ignore_index, label_smoothing, softcap, lse_square_scale, *logits.stride(), *target.stride(), *weight.stride(), 1, 1),
+        dict(HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64), ((M,), (M,)), (device, V, T, W),
+    )
+
+
+_cross_entropy_launch = _rt.Launch(globals(), "cross_entropy_kernel", "cross_entropy", pointers=5, tuned=True, plan=_cross_entropy_plan)
 
 
 def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100, label_smoothing: float = 0.0, softcap: float = 0.0, lse_square_scale: float = 0.0, weight: torch.Tensor | None = None, *, inplace_backward: bool = False, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -204,25 +220,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int 
         lse = torch.empty(*_lse_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, logits, target, weight, loss, lse, *args[0:3], float(label_smoothing), float(softcap), float(lse_square_scale), *args[6:])
         return loss, lse
-    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_inputs("cross_entropy", logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
-    if logits.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return cross_entropy(logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
-    loss = torch.empty(M, device=device, dtype=torch.float32)
-    lse = torch.empty(M, device=device, dtype=torch.float32)
-    if M == 0:  # nothing to compute: no launch
-        return loss, lse
-    _logits_strides = logits.stride()
-    _target_strides = target.stride()
-    _weight_strides = weight.stride()
-    int64 = (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or (M - 1) * abs(_target_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
-    _cross_entropy_launch(
-        fast_key, device, lambda meta: (M, 1, 1),
-        (logits, target, weight, loss, lse, M, V, ignore_index, label_smoothing, softcap, lse_square_scale, *_logits_strides, *_target_strides, *_weight_strides, 1, 1),
-        dict(HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64), ((M,), (M,)),
-        tune_key=(device, V, T, W), again=lambda: cross_entropy(logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight),
-    )
-    return loss, lse
+    return _cross_entropy_launch.run(cross_entropy, fast_key, logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight if _weight_given else None)
 
 
 def reference(logits, target, ignore_index=-100, label_smoothing=0.0, softcap=0.0, lse_square_scale=0.0, weight=None):
@@ -259,39 +257,7 @@ def reference(logits, target, ignore_index=-100, label_smoothing=0.0, softcap=0.
     return loss, lse
 
 
-def _cross_entropy_fake(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100, label_smoothing: float = 0.0, softcap: float = 0.0, lse_square_scale: float = 0.0, weight: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of cross_entropy(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    _weight_given = weight is not None
-    if not _weight_given:  # left out: every element 1
-        weight = _rt.absent(1.0, lambda: ((logits.shape[1],), torch.float32, logits.device))
-    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_inputs("cross_entropy", logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
-    loss = torch.empty(M, device=device, dtype=torch.float32)
-    lse = torch.empty(M, device=device, dtype=torch.float32)
-    return loss, lse
-
-
-def _cross_entropy_traced(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100, label_smoothing: float = 0.0, softcap: float = 0.0, lse_square_scale: float = 0.0, weight: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """cross_entropy() as torch.compile traces it on the GPU: the checks of _cross_entropy_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    _weight_given = weight is not None
-    if not _weight_given:  # left out: every element 1
-        weight = _rt.absent(1.0, lambda: ((logits.shape[1],), torch.float32, logits.device))
-    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_inputs("cross_entropy", logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
-    loss = torch.empty(M, device=device, dtype=torch.float32)
-    lse = torch.empty(M, device=device, dtype=torch.float32)
-    if M == 0:  # nothing to compute: no launch
-        return loss, lse
-    _logits_strides = logits.stride()
-    _target_strides = target.stride()
-    _weight_strides = weight.stride()
-    int64 = (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or (M - 1) * abs(_target_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
-    _cross_entropy_launch.traced(lambda meta: (M, 1, 1), (logits, target, weight, loss, lse, M, V, ignore_index, label_smoothing, softcap, lse_square_scale, *_logits_strides, *_target_strides, *_weight_strides, 1, 1), dict(HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64))
-    return loss, lse
-
-
-
-op = _rt.register_op("cross_entropy", "ba626ed5f869f76a", cross_entropy, _cross_entropy_fake, _cross_entropy_traced)
+op = _rt.register_op("cross_entropy", "ba626ed5f869f76a", cross_entropy, _cross_entropy_launch)
 
 
 _cross_entropy_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

@@ -253,13 +253,13 @@ def _passed(spec: m.Spec, sig: _Signature, inplace: object = ()) -> str:
 def planned_launch(spec: m.Spec, kernel: KernelPlan, role: LauncherRole) -> bool:
     """Whether the launcher's full path, its op's fake implementation and its traced body are the
     runtime's (``Launch.run``, ``Launch.fake``, ``Launch.traced_call``) over the module's plan of a
-    call (:func:`_plan`): a kernel the runtime launches (finish kernels included), without a
-    backward written over its inputs, reading through pointers or (the spec's own launcher, without
+    call (:func:`_plan`): a kernel the runtime launches (finish kernels included), reading
+    through pointers or (the spec's own launcher, without
     finish kernels) through TMA descriptors, its plan returning its pointer kernel's where they
     cannot serve. The launcher's stages run in its plan (:func:`_plan`). A descriptor or staged
     launcher's op keeps its own fake implementation (:func:`own_fake`)."""
     descriptors = spec.access_style == "descriptor" and role.variant is None and not kernel.finishes
-    return (kernel.plan_launched and not role.over
+    return (kernel.plan_launched
             and (spec.access_style not in ("descriptor", "block_ptr") or descriptors))
 
 
@@ -442,6 +442,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
                 *(["inplace_backward: bool = False"] if role.over else []),
                 *(["config: int | dict | None = None"] if _forces(spec, role) else [])]
     own = [*sig.annotated, *([] if sig.keywords or not switches else ["*"]), *switches]
+    plan_switches = [s for s in switches if not s.startswith("config")]
     tuned = set(spec.tuned_params)
     return LauncherPlan(
         name=name,
@@ -449,8 +450,9 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         keywords=sig.keywords,
         signature=", ".join(sig.annotated),
         own_signature=", ".join(own),
-        plan_signature=", ".join([*sig.annotated, *(([] if sig.keywords else ["*"]) + ["inplace: bool = False"]
-                                                     if spec.in_place else [])]),
+        # the op's schema's switches too (its fake and traced body take them): inplace_backward is the Function's
+        plan_signature=", ".join([*sig.annotated, *([] if sig.keywords or not plan_switches else ["*"]),
+                                  *plan_switches]),
         in_place=bool(spec.in_place),
         annotation=sig.annotation,
         call=sig.call,

@@ -486,3 +486,13 @@ def test_a_scalar_whose_sign_picks_the_kernels_reduction_stays_in_the_key(genera
     assert "scale, type(scale)" in inspect.getsource(generated("attention_causal").attention_causal)
     source = inspect.getsource(generated("matrix_scalar").matrix_scalar)
     assert "s, type(s)" not in source and "type(s), s if type(s) is not float else None" in source
+
+
+def test_a_pointer_kernels_configs_are_its_descriptor_kernels_without_their_pre_hook(generated):
+    """attention's pointer kernel tunes over the descriptor kernel's configs (one tuner, one index
+    per config), written as _rt.configs_like: the same keywords and options, no pre_hook."""
+    module = generated("attention")
+    assert len(module._POINTER_CONFIGS) == len(module._CONFIGS)
+    for pointers, descriptors in zip(module._POINTER_CONFIGS, module._CONFIGS, strict=True):
+        assert descriptors.pre_hook is module._descriptor_blocks and pointers.pre_hook is None
+        assert pointers.all_kwargs() == descriptors.all_kwargs()

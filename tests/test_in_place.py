@@ -270,3 +270,32 @@ def test_in_place_on_every_grid_of_tiles(compiled, grid):
     out = module.scaled(x, w, inplace=True)
     assert out.data_ptr() == x.data_ptr()
     torch.testing.assert_close(out, expected)
+
+
+def test_a_refused_in_place_call_leaves_its_inputs_as_they_were(generated):
+    """adamw has no backward: an in-place call autograd would record is refused after its checks,
+    before anything is written or counted as written (the inputs' version counters unchanged), on
+    the full path and again once a call with the same key has launched."""
+    adamw = generated("adamw")
+    g = torch.Generator().manual_seed(4)
+    param, grad, exp_avg = (torch.randn(37, generator=g).to(DEVICE) for _ in range(3))
+    exp_avg_sq = torch.rand(37, generator=g).to(DEVICE)
+    scalars = (1e-3, 0.9, 0.999, 1e-8, 0.01, 1.0)
+    for launched_before in (False, True):
+        if launched_before:  # the same key, launched: the fast path leaves a recorded call to the checks
+            adamw.adamw(param.clone(), grad, exp_avg.clone(), exp_avg_sq.clone(), *scalars, inplace=True)
+        leaf = param.clone().requires_grad_()
+        kept = [t.clone() for t in (exp_avg, exp_avg_sq)]
+        versions = [t._version for t in (leaf, exp_avg, exp_avg_sq)]
+        with pytest.raises(RuntimeError, match="adamw"):
+            adamw.adamw(leaf, grad, exp_avg, exp_avg_sq, *scalars, inplace=True)
+        assert [t._version for t in (leaf, exp_avg, exp_avg_sq)] == versions
+        assert torch.equal(exp_avg, kept[0]) and torch.equal(exp_avg_sq, kept[1])
+
+
+def test_cross_entropys_op_takes_the_inplace_backward_keyword_of_its_schema(generated):
+    """The op's schema is the launcher's (inplace_backward= included, which only its Function
+    reads): opcheck with the keyword (fake implementation, AOT dispatch) passes."""
+    ce = generated("cross_entropy")
+    logits, target = _problem(3, 301)
+    torch.library.opcheck(ce.op.default, (logits, target, -100, 0.1, 0.0, 0.0, None), {"inplace_backward": True})

@@ -152,3 +152,21 @@ def test_a_derived_backward_runs_the_forwards_own_stage(generated, name, extra):
         F.layer_norm(xd, shape[1:], wd, bd, 1e-5).backward(dy.double())
     for got, want in ((x.grad, xd.grad), (w.grad, wd.grad), (b.grad, bd.grad)):
         torch.testing.assert_close(got.double(), want, atol=2e-3, rtol=1e-3)
+
+
+def test_a_call_with_nothing_to_compute_runs_no_stage(generated, monkeypatch):
+    """batch_norm of zero channels: its plan returns the empty output before its stage (each
+    channel's shift and scale, a launch of its own) runs; with channels, the stage runs once a
+    call, on the full path and on the fast path."""
+    module = generated("batch_norm")
+    calls = []
+    stage = module._batch_norm_shift
+    monkeypatch.setattr(module, "_batch_norm_shift", lambda x: calls.append(x.shape) or stage(x))
+    x = _rand(2, 0, 5, 7)
+    y = module.batch_norm(x, torch.ones(0), torch.zeros(0), 1e-5)
+    assert y.shape == (2, 0, 5, 7) and calls == []
+    x, w, b = _rand(2, 3, 5, 7, seed=1), _rand(3, seed=2), _rand(3, seed=3)
+    for _ in range(2):
+        torch.testing.assert_close(module.batch_norm(x, w, b, 1e-5), NORMS["batch_norm"][1](x, w, b, 1e-5),
+                                   rtol=1e-5, atol=1e-5)
+    assert calls == [(2, 3, 5, 7)] * 2

@@ -115,7 +115,7 @@ def _attention_backward_dkdv_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Ten
     device, DT, scale, B, H, S, D, T = _attention_backward_dkdv_inputs("attention_backward_dkdv", q, k, v, scale, do, lse, delta)
     dk = torch.empty(B, H, T, D, device=device, dtype=DT)
     dv = torch.empty(B, H, T, D, device=device, dtype=DT)
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    BLOCK_D = max(16, 1 << (int(D) - 1).bit_length())
     _q_strides = q.stride()
     _k_strides = k.stride()
     _v_strides = v.stride()
@@ -290,7 +290,7 @@ def _attention_backward_dkdv_pointers_plan(q: torch.Tensor, k: torch.Tensor, v: 
     device, DT, scale, B, H, S, D, T = _attention_backward_dkdv_pointers_inputs("_attention_backward_dkdv_pointers", q, k, v, scale, do, lse, delta)
     dk = torch.empty(B, H, T, D, device=device, dtype=DT)
     dv = torch.empty(B, H, T, D, device=device, dtype=DT)
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    BLOCK_D = max(16, 1 << (int(D) - 1).bit_length())
     int64 = _rt.wide_offsets((q, k, v, do, lse, delta), (dk, dv))
     folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(

@@ -153,7 +153,7 @@ def _attention_causal_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sc
     device, DT, scale, B, H, S, D = _attention_causal_inputs("attention_causal", q, k, v, scale)
     o = torch.empty(B, H, S, D, device=device, dtype=DT)
     lse = torch.empty(B, H, S, device=device, dtype=torch.float32)
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    BLOCK_D = max(16, 1 << (int(D) - 1).bit_length())
     _q_strides = q.stride()
     _k_strides = k.stride()
     _v_strides = v.stride()
@@ -334,7 +334,7 @@ def _attention_causal_pointers_plan(q: torch.Tensor, k: torch.Tensor, v: torch.T
     device, DT, scale, B, H, S, D = _attention_causal_pointers_inputs("_attention_causal_pointers", q, k, v, scale)
     o = torch.empty(B, H, S, D, device=device, dtype=DT)
     lse = torch.empty(B, H, S, device=device, dtype=torch.float32)
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    BLOCK_D = max(16, 1 << (int(D) - 1).bit_length())
     SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
     int64 = _rt.wide_offsets((q, k, v), (o, lse))
     folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0

@@ -108,7 +108,7 @@ def _attention_causal_backward_dq_plan(q: torch.Tensor, k: torch.Tensor, v: torc
     """attention_causal_backward_dq()'s call after its fast path: checks, outputs, kernel arguments."""
     device, DT, scale, B, H, S, D = _attention_causal_backward_dq_inputs("attention_causal_backward_dq", q, k, v, scale, do, lse, delta)
     dq = torch.empty(B, H, S, D, device=device, dtype=DT)
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    BLOCK_D = max(16, 1 << (int(D) - 1).bit_length())
     _q_strides = q.stride()
     _k_strides = k.stride()
     _v_strides = v.stride()
@@ -265,7 +265,7 @@ def _attention_causal_backward_dq_pointers_plan(q: torch.Tensor, k: torch.Tensor
     """_attention_causal_backward_dq_pointers()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, DT, scale, B, H, S, D = _attention_causal_backward_dq_pointers_inputs("_attention_causal_backward_dq_pointers", q, k, v, scale, do, lse, delta)
     dq = torch.empty(B, H, S, D, device=device, dtype=DT)
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    BLOCK_D = max(16, 1 << (int(D) - 1).bit_length())
     int64 = _rt.wide_offsets((q, k, v, do, lse, delta), (dq,))
     folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(

@@ -160,7 +160,7 @@ def _attention_gqa_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
     device, DT, scale, B, H, S, D, HK = _attention_gqa_checked(q, k, v, scale)
     o = torch.empty(B, H, S, D, device=device, dtype=DT)
     lse = torch.empty(B, H, S, device=device, dtype=torch.float32)
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    BLOCK_D = max(16, 1 << (int(D) - 1).bit_length())
     _q_strides = q.stride()
     _k_strides = k.stride()
     _v_strides = v.stride()
@@ -347,7 +347,7 @@ def _attention_gqa_pointers_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         raise ValueError(f"_attention_gqa_pointers: the index h / (H / HK) of k divides by H / HK, which must be at least 1, got {(H // HK)}")
     o = torch.empty(B, H, S, D, device=device, dtype=DT)
     lse = torch.empty(B, H, S, device=device, dtype=torch.float32)
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    BLOCK_D = max(16, 1 << (int(D) - 1).bit_length())
     SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
     int64 = _rt.wide_offsets((q, k, v), (o, lse))
     folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0

@@ -143,7 +143,7 @@ def _attention_gqa_backward_dkdv_plan(q: torch.Tensor, k: torch.Tensor, v: torch
     device, DT, scale, B, H, S, D, HK, H_over_HK = _attention_gqa_backward_dkdv_checked(q, k, v, scale, do, lse, delta)
     dk = torch.empty(B, HK, S, D, device=device, dtype=DT)
     dv = torch.empty(B, HK, S, D, device=device, dtype=DT)
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    BLOCK_D = max(16, 1 << (int(D) - 1).bit_length())
     _q_strides = q.stride()
     _k_strides = k.stride()
     _v_strides = v.stride()
@@ -349,7 +349,7 @@ def _attention_gqa_backward_dkdv_pointers_plan(q: torch.Tensor, k: torch.Tensor,
     H_over_HK = (H // HK)
     dk = torch.empty(B, HK, S, D, device=device, dtype=DT)
     dv = torch.empty(B, HK, S, D, device=device, dtype=DT)
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    BLOCK_D = max(16, 1 << (int(D) - 1).bit_length())
     int64 = _rt.wide_offsets((q, k, v, do, lse, delta), (dk, dv))
     folded = max(B, HK) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(

@@ -115,7 +115,7 @@ def _attention_gqa_backward_dq_plan(q: torch.Tensor, k: torch.Tensor, v: torch.T
     """attention_gqa_backward_dq()'s call after its fast path: checks, outputs, kernel arguments."""
     device, DT, scale, B, H, S, D, HK = _attention_gqa_backward_dq_checked(q, k, v, scale, do, lse, delta)
     dq = torch.empty(B, H, S, D, device=device, dtype=DT)
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    BLOCK_D = max(16, 1 << (int(D) - 1).bit_length())
     _q_strides = q.stride()
     _k_strides = k.stride()
     _v_strides = v.stride()
@@ -278,7 +278,7 @@ def _attention_gqa_backward_dq_pointers_plan(q: torch.Tensor, k: torch.Tensor, v
     if (H // HK) < 1:
         raise ValueError(f"_attention_gqa_backward_dq_pointers: the index h / (H / HK) of k divides by H / HK, which must be at least 1, got {(H // HK)}")
     dq = torch.empty(B, H, S, D, device=device, dtype=DT)
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    BLOCK_D = max(16, 1 << (int(D) - 1).bit_length())
     int64 = _rt.wide_offsets((q, k, v, do, lse, delta), (dq,))
     folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(

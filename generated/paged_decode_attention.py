@@ -164,7 +164,7 @@ def _paged_decode_attention_plan(q: torch.Tensor, k_cache: torch.Tensor, v_cache
     H_over_HK = (H // HK)
     MAXP_times_PAGE = (MAXP * PAGE)
     o = torch.empty(B, H, D, device=device, dtype=DT)
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    BLOCK_D = max(16, 1 << (int(D) - 1).bit_length())
     int64 = _rt.wide_offsets((q, k_cache, v_cache, block_table, seq_lens), (o,))
     folded = max(HK, (H_over_HK + 16 - 1) // 16) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(

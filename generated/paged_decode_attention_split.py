@@ -180,7 +180,7 @@ def _paged_decode_attention_split_plan(q: torch.Tensor, k_cache: torch.Tensor, v
     S = (((MAXP + PPS) - 1) // PPS)
     o_part = torch.empty(B, H, S, D, device=device, dtype=DT)
     lse = torch.empty(B, H, S, device=device, dtype=torch.float32)
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    BLOCK_D = max(16, 1 << (int(D) - 1).bit_length())
     int64 = _rt.wide_offsets((q, k_cache, v_cache, block_table, seq_lens), (o_part, lse))
     folded = max(S, (H_over_HK + 16 - 1) // 16) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(

@@ -172,7 +172,7 @@ def _varlen_attention_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu
     B1_minus_1 = (B1 - 1)
     o = torch.empty(T, H, D, device=device, dtype=DT)
     lse = torch.empty(T, H, device=device, dtype=torch.float32)
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    BLOCK_D = max(16, 1 << (int(D) - 1).bit_length())
     SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
     int64 = _rt.wide_offsets((q, k, v, cu_seqlens), (o, lse))
     folded = max(B1_minus_1, H) > _rt.MAX_GRID_YZ  # then all along program id 0

@@ -161,7 +161,7 @@ def _varlen_attention_backward_dkdv_plan(q: torch.Tensor, k: torch.Tensor, v: to
     B1_minus_1 = (B1 - 1)
     dk = torch.empty(T, H, D, device=device, dtype=DT)
     dv = torch.empty(T, H, D, device=device, dtype=DT)
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    BLOCK_D = max(16, 1 << (int(D) - 1).bit_length())
     int64 = _rt.wide_offsets((q, k, v, cu_seqlens, do, lse, delta), (dk, dv))
     folded = max(B1_minus_1, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(

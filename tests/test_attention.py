@@ -197,3 +197,18 @@ def test_no_keys_give_zeros_and_an_lse_of_minus_inf_as_torch(attention):
     o, lse = attention.attention(q, k, v, 0.25)
     torch.testing.assert_close(o, F.scaled_dot_product_attention(q, k, v, scale=0.25))
     assert torch.equal(o, torch.zeros_like(o)) and torch.equal(lse, torch.full_like(lse, -math.inf))
+
+
+@pytest.mark.parametrize("d", [1, 6, 8, 16, 24])
+def test_a_head_dimension_under_16_is_a_tile_of_16(attention, generated, d):
+    """tl.dot takes no contraction under 16 on the GPU (a CompilationError there; the interpreter
+    takes any), so the tile of a whole axis a dot contracts over is at least 16, its lanes past
+    the extent masked: the same outputs as sdpa. A whole axis no dot contracts over (softmax's
+    rows) keeps the power of two of its extent."""
+    q, k, v = (torch.randn(1, 2, 17, d, generator=torch.Generator().manual_seed(d + i)) for i in range(3))
+    for plan in (attention._attention_plan, attention._attention_pointers_plan):
+        assert plan(q, k, v, 0.5).meta["BLOCK_D"] == max(16, 1 << (d - 1).bit_length())
+    o, _ = attention.attention(q, k, v, 0.5)
+    torch.testing.assert_close(o, F.scaled_dot_product_attention(q, k, v, scale=0.5), atol=1e-5, rtol=1e-5)
+    softmax = generated("softmax")
+    assert softmax._softmax_plan(torch.randn(3, 5)).meta["BLOCK_N"] == 8

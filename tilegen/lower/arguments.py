@@ -96,7 +96,7 @@ def lower_arguments(spec: m.Spec, full: m.Spec, kernel: KernelPlan, fallback: st
                      if not all(isinstance(d, m.Number) for d in t.dims[i + 1:]) and stride not in ints]
     flags: list[Op] = []  # whole-axis tiles, 64-bit offsets, a folded grid, SM count: the same in the traced body
     for dim, block in kernel.whole_blocks:  # the tile of a whole axis: the extent rounded up to a power of two
-        flags.append(Line(f"{block} = 1 << ({dim} - 1).bit_length()"))
+        flags.append(Line(kernel.whole_tile(dim, block, concrete=False)))
     meta = tuple(f"{p.name.id}={p.name.id}" for p in spec.params if p.name.id not in tuned)
     meta += tuple(f"{block}={block}" for _, block in kernel.whole_blocks)
     meta += tuple(f"{c.constexpr}={c.name.id}" for c in spec.choices)

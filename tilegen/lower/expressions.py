@@ -662,6 +662,8 @@ class Expressions(ExpressionTypes):
         a_axes, b_axes = (self.expr_axes(arg) for arg in call.args)
         k = next(x for x in a_axes if x in b_axes)
         i, j = next(x for x in a_axes if x != k), next(x for x in b_axes if x != k)
+        if k in state.axes:  # a whole axis's tile of it is at least MIN_DOT_TILE (see KernelPlan.whole_tile)
+            state.contracted.add(state.axes[k].dim)
         operands = []
         for arg, own in ((call.args[0], (i, k)), (call.args[1], (k, j))):
             kept = _kept_else_zero(arg)

@@ -269,5 +269,6 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
         state.folded,
         tuple(state.histograms.values()),
         tuple(t.name.id for t in state.spec.arrays if t.name.id in state.subtiled),
+        tuple(block for dim, block in state.whole_blocks.items() if dim in state.contracted),
     )
 

@@ -290,7 +290,7 @@ def _plan(spec: m.Spec, kernel: KernelPlan, role: LauncherRole, checks: list[Op]
     name = spec.name.id
     # over their inputs with inplace=True (marked overwritten by the runtime, when it launches)
     outputs = made_outputs(spec, lambda t: ", ".join(_dims(t)) or "()", mark=False)
-    whole = [Line(f"{block} = 1 << (int({dim}) - 1).bit_length()") for dim, block in kernel.whole_blocks]
+    whole = [Line(kernel.whole_tile(dim, block)) for dim, block in kernel.whole_blocks]
     launch = args.launch
     key = tune_key(spec, kernel, role.variant) if spec.tune is not None else "None"
     made = {w for finish in kernel.finishes for w in finish.workspaces}  # the runtime's, for the config it runs
@@ -357,7 +357,7 @@ def _traced(spec: m.Spec, kernel: KernelPlan, role: LauncherRole, sig: _Signatur
                    rows.traced)] if rows is not None else []),
         *args.setup,
         # under torch.compile a whole axis's extent is a symbolic size: int() makes it a constant
-        *(Line(f"{block} = 1 << (int({dim}) - 1).bit_length()") for dim, block in kernel.whole_blocks),
+        *(Line(kernel.whole_tile(dim, block)) for dim, block in kernel.whole_blocks),
         *args.flags[args.whole:],
         *traced_launch(spec, kernel, args.launch),
     )

@@ -248,6 +248,17 @@ class KernelPlan:
     # descriptor's block is half the tile's columns (``_descriptor_blocks`` halves it, see
     # runtime.epilogue_subtile)
     subtiled: tuple[str, ...] = ()
+    # the constexprs of the 'whole' axes' tiles some dot contracts over: at least 16 (see whole_tile)
+    contracted: tuple[str, ...] = ()
+
+    def whole_tile(self, dim: str, block: str, concrete: bool = True) -> str:
+        """The launcher's line binding ``block``, the tile of the 'whole' axis over ``dim``: the
+        extent rounded up to a power of two (with ``concrete``, of ``int(dim)``: a symbolic size
+        under torch.compile), and at least 16 where a dot contracts over it (``tl.dot`` takes no K
+        under 16 on the GPU; the axis's mask zeroes the lanes past the extent)."""
+        extent = f"int({dim})" if concrete else dim
+        tile = f"1 << ({extent} - 1).bit_length()"
+        return f"{block} = {f'max(16, {tile})' if block in self.contracted else tile}"
 
     @property
     def runtime_launched(self) -> bool:

@@ -114,6 +114,7 @@ class KernelState:
     # (axis, ops before its loop) of each enclosing tile loop
     hoists: list[tuple[str, list[Op]]] = field(default_factory=list)
     bf16_dot: bool = False  # some dot takes bf16 operands (the interpreter upcasts them)
+    contracted: set[str] = field(default_factory=set)  # the dimensions some dot contracts over
     int64: bool = False  # the kernel takes INT64_OFFSETS
     folded: bool = False  # the kernel takes FOLDED_GRID
     # tensor -> its descriptor's block shape

@@ -95,9 +95,8 @@ LaunchGrid = Callable[[dict[str, Any]], Grid]
 FastTable = dict[Hashable, tuple[object, ...]]
 
 #: What a fast path keeps of one TMA descriptor (:func:`descriptor_templates`): the index of its
-#: base among the launch's tensors, and its other fields; or of a tensor passed as a pointer (a
-#: descriptor launcher's call that ran its pointer kernel), its index alone.
-DescriptorTemplate = tuple[int, dict[str, Any]] | int
+#: base among the launch's tensors, and its other fields.
+DescriptorTemplate = tuple[int, dict[str, Any]]
 
 #: A config as a user names it (``config=``, TILEGEN_CONFIG, :attr:`Tuner.forced`): an index in
 #: the spec's configs, or keywords that a config must have.
@@ -349,19 +348,18 @@ def keep_launch(fast: FastTable, key: Hashable | None, entry: tuple[object, ...]
 _DESCRIPTOR_SLOTS = hasattr(TensorDescriptor, "__slots__")
 
 
-def descriptor_templates(descriptors: Iterable[Any | None],
-                         tensors: Sequence[torch.Tensor]) -> tuple[DescriptorTemplate | None, ...]:
+def descriptor_templates(descriptors: Sequence[Any | None],
+                         tensors: Sequence[torch.Tensor]) -> tuple[DescriptorTemplate | None, ...] | None:
     """What a fast path keeps of a launch's TMA ``descriptors`` (TensorDescriptors or None) to make
     them again on another call's ``tensors`` (:func:`rebased`): for each, None, or the index in
-    ``tensors`` of its base and its other fields (shape, strides, block shape, ...); for one of
-    ``tensors`` itself (a descriptor launcher's call that ran its pointer kernel), its index."""
+    ``tensors`` of its base and its other fields (shape, strides, block shape, ...). None where
+    the launch took ``tensors`` themselves (a descriptor launcher's call that ran its pointer kernel)."""
+    if len(descriptors) == len(tensors) and all(d is t for d, t in zip(descriptors, tensors, strict=True)):
+        return None
     templates: list[DescriptorTemplate | None] = []
     for descriptor in descriptors:
         if descriptor is None:
             templates.append(None)
-            continue
-        if isinstance(descriptor, torch.Tensor):  # a pointer: the tensor again
-            templates.append(next(i for i, tensor in enumerate(tensors) if tensor is descriptor))
             continue
         index = next(i for i, tensor in enumerate(tensors) if tensor is descriptor.base)
         fields = {f.name: getattr(descriptor, f.name) for f in dataclasses.fields(descriptor) if f.name != "base"}
@@ -369,18 +367,18 @@ def descriptor_templates(descriptors: Iterable[Any | None],
     return tuple(templates)
 
 
-def rebased(templates: Iterable[DescriptorTemplate | None], tensors: Sequence[torch.Tensor]) -> list[Any | None]:
+def rebased(templates: Iterable[DescriptorTemplate | None] | None,
+            tensors: Sequence[torch.Tensor]) -> Sequence[Any | None]:
     """The descriptors of ``templates`` (:func:`descriptor_templates`) on ``tensors``: copies of
     the kept fields with this call's base, made without TensorDescriptor's per-call checks
     (about 2.5 us each on the host), which the kept call passed with the same sizes,
-    strides, dtypes and alignment; a tensor's index, the tensor."""
+    strides, dtypes and alignment; for None (a pointer kernel's launch), ``tensors``."""
+    if templates is None:
+        return tensors
     made: list[Any | None] = []
     for template in templates:
         if template is None:
             made.append(None)
-            continue
-        if isinstance(template, int):  # a tensor passed as a pointer
-            made.append(tensors[template])
             continue
         index, fields = template
         if _DESCRIPTOR_SLOTS:  # a Triton whose descriptors have no __dict__: made (and checked) again
@@ -709,12 +707,12 @@ class Launch:
         kept under ``fast_key``: a call whose first tensor is on a GPU other than the current one
         runs there (the call again, under ``torch.cuda.device``: its checks name a tensor on
         another device); then the module's :attr:`plan` of it (the checks, the outputs, the
-        kernel's arguments, its stages run); a call autograd would record refused where the spec has no backward
-        (:attr:`refuse`); the inputs an in-place call writes over are marked so; then
-        the launch the plan names (:meth:`__call__`), keeping it under ``fast_key``, unless the
-        outputs are empty. Returns the outputs: where finish kernels
-        merge partials and the call tuned (the autotuner ran the kernel alone), those of the call
-        again, on the config the tune chose."""
+        kernel's arguments, its stages run); a call autograd would record refused where the spec
+        has no backward (:attr:`refuse`); the inputs an in-place call writes over are marked so;
+        then the launch the plan names (:meth:`__call__`), keeping it under ``fast_key``, unless
+        the outputs are empty. Returns the outputs: where finish kernels merge partials and the
+        call tuned (the autotuner ran the kernel alone), those of the call again, on the config
+        the tune chose."""
         assert self.plan is not None, f"{self.name}: run without the module's plan"
         tensor = next((a for a in args if isinstance(a, torch.Tensor)), None)
         if tensor is not None and tensor.is_cuda and tensor.device.index != torch.cuda.current_device():

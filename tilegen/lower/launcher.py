@@ -242,7 +242,7 @@ def _nothing(spec: m.Spec) -> IfBlock:
     return IfBlock(_empty(spec), "nothing to compute: no launch", (Line(f"return {returns}"),))
 
 
-def _passed(spec: m.Spec, sig: _Signature, inplace: object = ()) -> str:
+def _passed(spec: m.Spec, sig: _Signature, inplace: bool = False) -> str:
     """The launcher's arguments as it passes them on after filling in the optional inputs left out:
     those go in as None again (the plan fills them in, and tells the kernel they were left out);
     with ``inplace``, its ``inplace`` switch too."""
@@ -254,10 +254,10 @@ def planned_launch(spec: m.Spec, kernel: KernelPlan, role: LauncherRole) -> bool
     """Whether the launcher's full path, its op's fake implementation and its traced body are the
     runtime's (``Launch.run``, ``Launch.fake``, ``Launch.traced_call``) over the module's plan of a
     call (:func:`_plan`): a kernel the runtime launches (finish kernels included), reading
-    through pointers or (the spec's own launcher, without
-    finish kernels) through TMA descriptors, its plan returning its pointer kernel's where they
-    cannot serve. The launcher's stages run in its plan (:func:`_plan`). A descriptor or staged
-    launcher's op keeps its own fake implementation (:func:`own_fake`)."""
+    through pointers or (the spec's own launcher, without finish kernels) through TMA
+    descriptors, its plan returning its pointer kernel's where they cannot serve. The
+    launcher's stages run in its plan (:func:`_plan`). A descriptor or staged launcher's op keeps
+    its own fake implementation (:func:`own_fake`)."""
     descriptors = spec.access_style == "descriptor" and role.variant is None and not kernel.finishes
     return (kernel.plan_launched
             and (spec.access_style not in ("descriptor", "block_ptr") or descriptors))
@@ -295,14 +295,14 @@ def _plan(spec: m.Spec, kernel: KernelPlan, role: LauncherRole, checks: list[Op]
     key = tune_key(spec, kernel, role.variant) if spec.tune is not None else "None"
     made = {w for finish in kernel.finishes for w in finish.workspaces}  # the runtime's, for the config it runs
     # a descriptor launcher's tensors, and its pointer kernel's (one fast path launches either)
-    kept = spec.access_style == "descriptor" or (role.variant == "pointers" and not role.fast)
+    gives_arrays = spec.access_style == "descriptor" or (role.variant == "pointers" and not role.fast)
     groups = (
         (launch_name(name), "device", tuple_text(t.name.id for t in spec.outputs), _empty(spec),
          f"lambda meta: {grid_text(spec, 'meta')}"),
         (tuple_text([a for group in launch.groups for a in group if a not in made]),),
         (f"dict({', '.join(launch.meta)})", tuple_text(fast.shapes), key),
         (tuple_text(finish_step(spec, finish) for finish in kernel.finishes),) if kernel.finishes else (),
-        (f"arrays={tuple_text(t.name.id for t in spec.arrays)}",) if kept else (),
+        (f"arrays={tuple_text(t.name.id for t in spec.arrays)}",) if gives_arrays else (),
         (f"overwritten={tuple_text(t.in_place_of.id for t in spec.in_place if t.in_place_of)} if inplace else ()",)
         if spec.in_place else (),
     )
@@ -436,23 +436,20 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         fast_ops = fast_path.ops if role.fast else ()
         key = "fast_key" if role.fast else "None"
         body = [*_packed(spec), *_entry(spec, sig, role), *absent, *(grad if routed else ()), *fast_ops,
-                Line(f"return {launch_name(name)}.run({name}, {key}, {_passed(spec, sig, spec.in_place)})")]
+                Line(f"return {launch_name(name)}.run({name}, {key}, {_passed(spec, sig, bool(spec.in_place))})")]
         traced = None
     switches = [*(["inplace: bool = False"] if spec.in_place else []),
                 *(["inplace_backward: bool = False"] if role.over else []),
                 *(["config: int | dict | None = None"] if _forces(spec, role) else [])]
-    own = [*sig.annotated, *([] if sig.keywords or not switches else ["*"]), *switches]
-    plan_switches = [s for s in switches if not s.startswith("config")]
     tuned = set(spec.tuned_params)
     return LauncherPlan(
         name=name,
         inputs=sig.inputs,
         keywords=sig.keywords,
         signature=", ".join(sig.annotated),
-        own_signature=", ".join(own),
+        own_signature=_switched(sig, switches),
         # the op's schema's switches too (its fake and traced body take them): inplace_backward is the Function's
-        plan_signature=", ".join([*sig.annotated, *([] if sig.keywords or not plan_switches else ["*"]),
-                                  *plan_switches]),
+        plan_signature=_switched(sig, [s for s in switches if not s.startswith("config")]),
         in_place=bool(spec.in_place),
         annotation=sig.annotation,
         call=sig.call,
@@ -479,6 +476,11 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
             f"_{name}_traced if _BLOCK_POINTERS else None" if spec.access_style == "block_ptr" else f"_{name}_traced"
         ),
     )
+
+
+def _switched(sig: _Signature, switches: list[str]) -> str:
+    """The annotated parameters of ``sig`` and then the keyword-only ``switches``."""
+    return ", ".join([*sig.annotated, *([] if sig.keywords or not switches else ["*"]), *switches])
 
 
 def _sizes(spec: m.Spec, name: str) -> list[tuple[str, str]]:
